@@ -1,0 +1,202 @@
+"""Entering and leaving cross-replica and replica contexts.
+
+TensorFlow answers ``tf.distribute.get_strategy()`` and friends from the top
+entry of a per-thread stack.  This module owns the entries we push there and
+the context managers that push and pop them, always in ``try/finally`` so an
+exception leaves the stack exactly as it was.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import tensorflow as tf
+
+from compat_distribute import _tf_private
+
+
+class ThreadMode:
+  """One entry of TensorFlow's strategy stack.
+
+  Exactly one of ``cross_replica_context`` and ``replica_context`` is set.
+  """
+
+  __slots__ = ("strategy", "cross_replica_context", "replica_context")
+
+  def __init__(self, strategy: Any, cross_replica_context: Any,
+               replica_context: Any) -> None:
+    self.strategy = strategy
+    self.cross_replica_context = cross_replica_context
+    self.replica_context = replica_context
+
+  def __repr__(self) -> str:
+    kind = "cross-replica" if self.replica_context is None else "replica"
+    return f"ThreadMode({kind}, strategy={self.strategy!r})"
+
+
+def cross_replica_mode(strategy: Any) -> ThreadMode:
+  """The stack entry for ``strategy``'s cross-replica context."""
+  return ThreadMode(strategy, strategy, None)
+
+
+def replica_mode(replica_context: Any) -> ThreadMode:
+  """The stack entry for running inside ``replica_context``."""
+  return ThreadMode(replica_context.strategy, None, replica_context)
+
+
+def push(mode: ThreadMode) -> None:
+  _tf_private.strategy_stack().append(mode)
+
+
+def pop(mode: ThreadMode) -> None:
+  """Pops ``mode``, which must be the top entry (a nesting bug otherwise)."""
+  stack = _tf_private.strategy_stack()
+  if not stack or stack[-1] is not mode:
+    raise RuntimeError(
+        "Strategy contexts were exited out of order: expected to leave "
+        f"{mode!r} but the innermost context is "
+        f"{stack[-1] if stack else 'none'!r}. Exit `with` blocks in the "
+        "reverse order they were entered.")
+  stack.pop()
+
+
+def current_mode() -> Optional[ThreadMode]:
+  """The top stack entry, or None when only the default strategy is active."""
+  stack = _tf_private.strategy_stack()
+  return stack[-1] if stack else None
+
+
+class StrategyScope:
+  """What ``strategy.scope()`` returns.
+
+  On entry it makes ``strategy`` current in cross-replica context, installs
+  the strategy's variable creator and, if the strategy has one, its default
+  device.  Re-entering the scope of the strategy that is already current is a
+  no-op; entering a different strategy's scope raises ``RuntimeError``.
+  """
+
+  def __init__(self, strategy: Any) -> None:
+    self._strategy = strategy
+    self._entered: list[Any] = []  # one list of exit callbacks per __enter__
+
+  def __repr__(self) -> str:
+    return f"StrategyScope({self._strategy!r})"
+
+  def __enter__(self) -> Any:
+    strategy = self._strategy
+    mode = current_mode()
+    if mode is not None:
+      if mode.strategy is not strategy:
+        raise RuntimeError(
+            "Cannot enter the scope of one tf.distribute.Strategy inside the "
+            f"scope of another: {strategy!r} was entered while "
+            f"{mode.strategy!r} is current. Exit the outer `with "
+            "strategy.scope():` block first, or use the same strategy object.")
+      if mode.replica_context is not None:
+        raise RuntimeError(
+            f"{strategy!r}.scope() was entered in replica context (inside "
+            "`strategy.run`). The scope is a cross-replica context; enter it "
+            "outside `run`, or use `tf.distribute.get_replica_context()."
+            "merge_call` to reach cross-replica context from a replica.")
+      self._entered.append(())
+      return strategy
+    exits = []
+    mode = cross_replica_mode(strategy)
+    push(mode)
+    exits.append(lambda: pop(mode))
+    try:
+      for manager in strategy.extended._scope_managers():  # pylint: disable=protected-access
+        manager.__enter__()
+        exits.append(lambda m=manager: m.__exit__(None, None, None))
+    except BaseException:
+      _unwind(exits)
+      raise
+    self._entered.append(tuple(exits))
+    return strategy
+
+  def __exit__(self, exc_type, exc_value, traceback) -> None:
+    _unwind(list(self._entered.pop()))
+
+
+def _unwind(exits: list[Any]) -> None:
+  """Runs exit callbacks innermost first; every one runs even if one fails."""
+  error = None
+  while exits:
+    try:
+      exits.pop()()
+    except Exception as e:  # pylint: disable=broad-except
+      error = error or e
+  if error is not None:
+    raise error
+
+
+class CrossReplicaFromReplica:
+  """Temporarily switches a replica thread to cross-replica context.
+
+  Used around ``merge_fn`` in ``ReplicaContext.merge_call``.
+  """
+
+  __slots__ = ("_mode",)
+
+  def __init__(self, strategy: Any) -> None:
+    self._mode = cross_replica_mode(strategy)
+
+  def __enter__(self) -> None:
+    push(self._mode)
+
+  def __exit__(self, exc_type, exc_value, traceback) -> None:
+    pop(self._mode)
+
+
+def in_replica_context_of(strategy: Any) -> bool:
+  mode = current_mode()
+  return (mode is not None and mode.strategy is strategy and
+          mode.replica_context is not None)
+
+
+def require_cross_replica(strategy: Any, method: str,
+                          replica_alternative: str = "") -> None:
+  """Raises ``RuntimeError`` unless in ``strategy``'s cross-replica context.
+
+  The default strategy's context (nothing entered) is also accepted, as in
+  TensorFlow.
+  """
+  mode = current_mode()
+  if mode is None:
+    return
+  if mode.strategy is not strategy:
+    raise RuntimeError(
+        f"{method} of {strategy!r} was called while a different strategy, "
+        f"{mode.strategy!r}, is current. Call it outside that strategy's "
+        "scope, or inside this strategy's own scope.")
+  if mode.replica_context is not None:
+    hint = (f" Use {replica_alternative} in replica context instead."
+            if replica_alternative else
+            " Call it from cross-replica context, e.g. via "
+            "`tf.distribute.get_replica_context().merge_call`.")
+    raise RuntimeError(
+        f"{method} requires cross-replica context, but it was called inside "
+        f"`run` (replica context).{hint}")
+
+
+def require_scope(strategy: Any, method: str) -> None:
+  """Raises ``RuntimeError`` unless ``strategy`` is the current strategy."""
+  mode = current_mode()
+  if mode is None or mode.strategy is not strategy:
+    current = mode.strategy if mode is not None else "the default strategy"
+    raise RuntimeError(
+        f"{method} must be called inside `with strategy.scope():` of "
+        f"{strategy!r}, but the current strategy is {current!r}. Enter that "
+        "strategy's scope first.")
+
+
+def get_cross_replica_context() -> Any:
+  """The current strategy when in its cross-replica context, else None.
+
+  Outside every ``scope()`` the default strategy's replica context is
+  current, so this returns None there too (TensorFlow's rule).
+
+  >>> get_cross_replica_context() is None
+  True
+  """
+  mode = current_mode()
+  return None if mode is None else mode.cross_replica_context

@@ -1,0 +1,66 @@
+"""Device names: canonical spelling, and a one-time report of missing devices.
+
+>>> canonicalize("/cpu:0")
+'/job:localhost/replica:0/task:0/device:CPU:0'
+>>> canonicalize("GPU:1")
+'/job:localhost/replica:0/task:0/device:GPU:1'
+"""
+from __future__ import annotations
+
+import logging
+from typing import Iterable
+
+import tensorflow as tf
+
+_log = logging.getLogger("compat_distribute")
+_reported: set[str] = set()
+
+
+def canonicalize(device: str) -> str:
+  """Full device name, filling job/replica/task/index as TensorFlow does."""
+  if not isinstance(device, str):
+    device = getattr(device, "name", device)
+  if not isinstance(device, str) or not device:
+    raise ValueError(
+        f"A device must be a non-empty string such as '/cpu:0' or 'GPU:1', "
+        f"got {device!r}.")
+  text = device if device.startswith("/") else "/" + device
+  if ":" in text and "device:" not in text.lower() and "/job" not in text:
+    text = "/device:" + text[1:]
+  try:
+    spec = tf.DeviceSpec.from_string(text)
+  except ValueError as e:
+    raise ValueError(
+        f"Cannot parse device {device!r}: {e}. Use a name such as '/cpu:0', "
+        "'/gpu:1' or '/job:localhost/replica:0/task:0/device:CPU:0'.") from e
+  defaults = tf.DeviceSpec(job="localhost", replica=0, task=0,
+                           device_index=0 if spec.device_type else None)
+  return defaults.make_merged_spec(spec).to_string()
+
+
+def host_of(device: str) -> str:
+  """The CPU device of the host that owns ``device``."""
+  spec = tf.DeviceSpec.from_string(device)
+  return spec.replace(device_type="CPU", device_index=0).to_string()
+
+
+def local_device_names() -> list[str]:
+  return [canonicalize(d.name) for d in tf.config.list_logical_devices()]
+
+
+def report_missing(devices: Iterable[str], owner: str) -> None:
+  """Logs once per device a warning for each device that does not exist.
+
+  TensorFlow's soft placement silently runs such a device's ops elsewhere
+  (on the host CPU); we say so, by name.
+  """
+  existing = local_device_names()
+  for device in devices:
+    if device in existing or device in _reported:
+      continue
+    _reported.add(device)
+    fallback = host_of(device)
+    _log.warning(
+        "%s: device %s does not exist on this machine; TensorFlow will place "
+        "its work on %s instead. Local devices: %s. Pass one of those to use "
+        "a specific device.", owner, device, fallback, ", ".join(existing))

@@ -1,0 +1,228 @@
+"""The base ``StrategyExtended``: device policy, variables, reduce, update.
+
+Concrete strategies subclass ``Extended`` and fill in the abstract hooks;
+everything else here is shared.  Both API generations use the same extended
+object, as in TensorFlow, so it derives from the v1 class (which is itself a
+``tf.distribute.StrategyExtended``).
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any, Callable, Optional, Sequence
+
+import tensorflow as tf
+
+from compat_distribute import _tf_private
+from compat_distribute import context
+from compat_distribute import reduce as reduce_lib
+from compat_distribute import values as values_lib
+from compat_distribute.replica_context import ReplicaContext
+
+
+class Extended(tf.compat.v1.distribute.StrategyExtended):
+  """Shared machinery of our strategies' ``strategy.extended``."""
+
+  def __init__(self, container_strategy: Any,  # pylint: disable=super-init-not-called
+               compute_devices: Sequence[str],
+               parameter_devices: Sequence[str]) -> None:
+    self._container_strategy_weakref = weakref.ref(container_strategy)
+    self._compute_devices = tuple(compute_devices)
+    self._parameter_devices = tuple(parameter_devices)
+    self._default_device = None
+    self._require_static_shapes = False
+    self._retrace_functions_for_each_device = len(self._compute_devices) > 1
+    self._global_batch_size = True
+
+  def __repr__(self) -> str:
+    return (f"{type(self).__name__}(worker_devices={self.worker_devices!r}, "
+            f"parameter_devices={self.parameter_devices!r})")
+
+  # -- abstract hooks (each strategy implements these) ----------------------
+
+  def _create_variable(self, next_creator: Callable[..., Any],
+                       **kwargs: Any) -> Any:
+    """Creates a variable where the strategy wants it; handles
+    ``colocate_with``."""
+    raise NotImplementedError
+
+  def _reduce_to(self, reduce_op: Any, value: Any, destinations: Any,
+                 options: Any) -> Any:
+    raise NotImplementedError
+
+  def _update(self, var: Any, fn: Callable[..., Any], args: tuple,
+              kwargs: dict, group: bool) -> Any:
+    raise NotImplementedError
+
+  # -- shared defaults ------------------------------------------------------
+
+  def _container_strategy(self) -> Any:
+    return self._container_strategy_weakref()
+
+  @property
+  def worker_devices(self) -> tuple[str, ...]:
+    """The devices replicas run on, one per replica."""
+    return self._compute_devices
+
+  @property
+  def parameter_devices(self) -> tuple[str, ...]:
+    """The devices variables are placed on."""
+    return self._parameter_devices
+
+  @property
+  def experimental_require_static_shapes(self) -> bool:
+    """Whether input batches must have static shapes (never, here)."""
+    return self._require_static_shapes
+
+  @property
+  def _num_replicas_in_sync(self) -> int:
+    return len(self._compute_devices)
+
+  def _in_multi_worker_mode(self) -> bool:
+    return False
+
+  def _use_merge_call(self) -> bool:
+    return True
+
+  def _get_local_replica_id(self, replica_id_in_sync_group: Any) -> Any:
+    return replica_id_in_sync_group
+
+  def _get_replica_id_in_sync_group(self, replica_id: Any) -> Any:
+    return replica_id
+
+  def _scope_managers(self) -> list[Any]:
+    """Context managers ``strategy.scope()`` enters after the thread mode."""
+    managers = [tf.variable_creator_scope(self._variable_creator)]
+    if self._default_device:
+      managers.append(tf.device(self._default_device))
+    return managers
+
+  def _variable_creator(self, next_creator: Callable[..., Any],
+                        **kwargs: Any) -> Any:
+    kwargs["use_resource"] = True
+    kwargs["distribute_strategy"] = self._container_strategy()
+    return self._create_variable(next_creator, **kwargs)
+
+  def variable_created_in_scope(self, v: Any) -> bool:
+    """True when ``v`` was created inside this strategy's ``scope()``."""
+    return (getattr(v, "_distribute_strategy", None) is
+            self._container_strategy())
+
+  def colocate_vars_with(self, colocate_with_variable: Any) -> Any:
+    """A scope in which new variables are placed like
+    ``colocate_with_variable``."""
+    context.require_scope(self._container_strategy(), "colocate_vars_with")
+
+    def creator(next_creator, **kwargs):
+      kwargs["colocate_with"] = colocate_with_variable
+      return next_creator(**kwargs)
+
+    return tf.variable_creator_scope(creator)
+
+  def value_container(self, value: Any) -> Any:
+    """The distributed container holding ``value``, or ``value`` itself."""
+    container = getattr(value, "_distributed_container", None)
+    return container() if callable(container) else value
+
+  def _local_results(self, value: Any) -> tuple[Any, ...]:
+    if isinstance(value, values_lib.DistributedValues):
+      return value.values
+    local = getattr(value, "_local_results_for_strategy", None)
+    if local is not None:
+      return local(self._num_replicas_in_sync)
+    if tf.nest.is_nested(value):
+      return tuple(values_lib.select_replica(i, value)
+                   for i in range(self._num_replicas_in_sync))
+    return (value,)
+
+  def _group(self, value: Any, name: Optional[str] = None) -> Any:
+    flat = [tf.nest.flatten(v) for v in self._local_results(value)]
+    ops = [x for group in flat for x in group if x is not None]
+    return tf.group(*ops, name=name)
+
+  # -- reduction ------------------------------------------------------------
+
+  def reduce_to(self, reduce_op: Any, value: Any, destinations: Any,
+                options: Any = None) -> Any:
+    """Combines ``value`` across replicas onto ``destinations``."""
+    context.require_cross_replica(self._container_strategy(), "reduce_to",
+                                  "ReplicaContext.all_reduce")
+    reduce_op = _reduce_op_or_only_first(reduce_op)
+    return self._reduce_to(reduce_op, value, destinations, options)
+
+  def batch_reduce_to(self, reduce_op: Any, value_destination_pairs: Any,
+                      options: Any = None) -> list[Any]:
+    """``reduce_to`` for a list of ``(value, destinations)`` pairs."""
+    context.require_cross_replica(self._container_strategy(),
+                                  "batch_reduce_to",
+                                  "ReplicaContext.all_reduce")
+    reduce_op = _reduce_op_or_only_first(reduce_op)
+    return [self._reduce_to(reduce_op, v, d, options)
+            for v, d in value_destination_pairs]
+
+  def _reduce(self, reduce_op: Any, value: Any) -> Any:
+    destination = _current_device() or self._default_device or "/device:CPU:0"
+    result = self._reduce_to(reduce_op, value, destination, None)
+    return self._local_results(result)[0]
+
+  def _gather(self, value: Any, axis: int) -> Any:
+    parts = self._local_results(value)
+    if len(parts) == 1:
+      return parts[0]
+    destination = _current_device() or self._default_device or "/device:CPU:0"
+    with tf.device(destination):
+      return tf.nest.map_structure(
+          lambda *xs: tf.concat(xs, axis=axis), *parts)
+
+  # -- updates --------------------------------------------------------------
+
+  def update(self, var: Any, fn: Callable[..., Any], args: Any = (),
+             kwargs: Optional[dict] = None, group: bool = True) -> Any:
+    """Runs ``fn(var, *args, **kwargs)`` where ``var`` lives; in replica
+    context this goes through ``merge_call`` first."""
+    kwargs = dict(kwargs or {})
+    args = tuple(args)
+    strategy = self._container_strategy()
+    if context.in_replica_context_of(strategy):
+      ctx = tf.distribute.get_replica_context()
+
+      def merge_fn(_, *merged_args, **merged_kwargs):
+        return self.update(var, fn, merged_args, merged_kwargs, group)
+
+      return ctx.merge_call(merge_fn, args=args, kwargs=kwargs)
+    context.require_cross_replica(strategy, "update")
+    with strategy.scope():
+      return self._update(var, fn, args, kwargs, group)
+
+  # -- replicas -------------------------------------------------------------
+
+  def _make_replica_context(self, replica_id: int) -> ReplicaContext:
+    return ReplicaContext(self._container_strategy(), replica_id)
+
+  def _call_for_each_replica(self, fn: Callable[..., Any], args: Any,
+                             kwargs: Any) -> Any:
+    if len(self._compute_devices) == 1:
+      with tf.device(self._compute_devices[0]), \
+          self._make_replica_context(0):
+        return fn(*values_lib.select_replica(0, args),
+                  **values_lib.select_replica(0, kwargs))
+    from compat_distribute import replica_threads  # pylint: disable=g-import-not-at-top
+    return replica_threads.call_for_each_replica(self, fn, args, kwargs)
+
+  def call_for_each_replica(self, fn: Callable[..., Any], args: Any = (),
+                            kwargs: Optional[dict] = None) -> Any:
+    """Runs ``fn`` once per replica (the v1 spelling of ``run``)."""
+    context.require_cross_replica(self._container_strategy(),
+                                  "call_for_each_replica")
+    with self._container_strategy().scope():
+      return self._call_for_each_replica(fn, tuple(args), dict(kwargs or {}))
+
+
+def _reduce_op_or_only_first(reduce_op: Any) -> Any:
+  if reduce_op == tf.VariableAggregation.ONLY_FIRST_REPLICA:
+    return reduce_op
+  return reduce_lib.to_reduce_op(reduce_op)
+
+
+def _current_device() -> str:
+  """The device of the innermost ``tf.device`` scope, or ``''``."""
+  return _tf_private.current_device()

@@ -1,0 +1,81 @@
+"""``OneDeviceStrategy``: everything -- variables, compute, input -- on one
+device.
+
+>>> import tensorflow as tf
+>>> from compat_distribute import v2 as distribute
+>>> strategy = distribute.OneDeviceStrategy("/cpu:0")
+>>> strategy
+OneDeviceStrategy(device='/job:localhost/replica:0/task:0/device:CPU:0')
+>>> with strategy.scope():
+...   v = tf.Variable(1.0)
+>>> v.device
+'/job:localhost/replica:0/task:0/device:CPU:0'
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import tensorflow as tf
+
+from compat_distribute import devices as devices_lib
+from compat_distribute import extended as extended_lib
+from compat_distribute import strategy as strategy_lib
+
+
+class OneDeviceExtended(extended_lib.Extended):
+  """``strategy.extended`` of ``OneDeviceStrategy``."""
+
+  def __init__(self, container_strategy: Any, device: str) -> None:
+    device = devices_lib.canonicalize(device)
+    devices_lib.report_missing([device], "OneDeviceStrategy")
+    super().__init__(container_strategy, (device,), (device,))
+    self._device = device
+    self._input_device = devices_lib.host_of(device)
+
+  def _create_variable(self, next_creator: Callable[..., Any],
+                       **kwargs: Any) -> Any:
+    colocate_with = kwargs.pop("colocate_with", None)
+    if colocate_with is None:
+      with tf.device(self._device):
+        return next_creator(**kwargs)
+    with tf.device(getattr(colocate_with, "device", None) or self._device):
+      return next_creator(**kwargs)
+
+  def _reduce_to(self, reduce_op: Any, value: Any, destinations: Any,
+                 options: Any) -> Any:
+    del reduce_op, destinations, options
+    return value
+
+  def _update(self, var: Any, fn: Callable[..., Any], args: tuple,
+              kwargs: dict, group: bool) -> Any:
+    with tf.device(self._device):
+      result = fn(var, *args, **kwargs)
+    if group:
+      return result
+    return tf.nest.map_structure(lambda x: self._local_results(x), result)
+
+  def _update_non_slot(self, colocate_with: Any, fn: Callable[..., Any],
+                       args: tuple, kwargs: dict, group: bool) -> Any:
+    del colocate_with
+    return self._update(None, lambda _, *a, **k: fn(*a, **k), args, kwargs,
+                        group)
+
+
+class OneDeviceMethods:
+  """Constructor and repr shared by the v1 and v2 ``OneDeviceStrategy``."""
+
+  def __init__(self, device: str) -> None:
+    super().__init__(OneDeviceExtended(self, device))
+
+  def __repr__(self) -> str:
+    return f"{type(self).__name__}(device={self.extended._device!r})"  # pylint: disable=protected-access
+
+
+class OneDeviceStrategy(OneDeviceMethods, strategy_lib.Strategy):
+  """Runs on a single device: variables and ``run`` on ``device``, input
+  prefetched to it.
+
+  Args:
+    device: where variables and computation live, e.g. ``"/cpu:0"`` or
+      ``"/gpu:0"``.
+  """

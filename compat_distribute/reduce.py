@@ -1,0 +1,95 @@
+"""ReduceOp handling, reduction along an axis, and cross-device reduction.
+
+>>> import tensorflow as tf
+>>> to_reduce_op("mean")
+<ReduceOp.MEAN: 'MEAN'>
+>>> reduce_across([tf.constant(1.), tf.constant(3.)], ReduceOp.MEAN, "/cpu:0")
+<tf.Tensor: shape=(), dtype=float32, numpy=2.0>
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence, Union
+
+import tensorflow as tf
+
+ReduceOp = tf.distribute.ReduceOp
+
+_VALID = ", ".join(f"tf.distribute.ReduceOp.{op.name} (or {op.value!r})"
+                   for op in ReduceOp)
+
+
+def to_reduce_op(reduce_op: Union[ReduceOp, str, tf.VariableAggregation]
+                 ) -> ReduceOp:
+  """Accepts a ``ReduceOp``, its name in any case, or a VariableAggregation."""
+  if isinstance(reduce_op, ReduceOp):
+    return reduce_op
+  if isinstance(reduce_op, str):
+    try:
+      return ReduceOp(reduce_op.upper())
+    except ValueError:
+      pass
+  elif isinstance(reduce_op, tf.VariableAggregation):
+    if reduce_op == tf.VariableAggregation.SUM:
+      return ReduceOp.SUM
+    if reduce_op in (tf.VariableAggregation.MEAN,
+                     tf.VariableAggregation.ONLY_FIRST_REPLICA):
+      return ReduceOp.MEAN
+  raise ValueError(
+      f"Unknown reduce_op {reduce_op!r}. Valid values are {_VALID}.")
+
+
+def check_axis(axis: Any, value: Any) -> int:
+  """Validates ``axis`` against ``value``'s rank; returns it non-negative."""
+  if isinstance(axis, bool) or not isinstance(axis, int):
+    raise TypeError(
+        f"`axis` must be None or a Python int, got {axis!r} of type "
+        f"{type(axis).__name__}. Pass the batch dimension, e.g. axis=0.")
+  rank = getattr(getattr(value, "shape", None), "rank", None)
+  if rank is None:
+    return axis
+  if not -rank <= axis < rank:
+    raise ValueError(
+        f"`axis`={axis} is out of range for a value of rank {rank} (shape "
+        f"{value.shape}). Pass an axis in [{-rank}, {rank}), or axis=None "
+        "to reduce only across replicas.")
+  return axis + rank if axis < 0 else axis
+
+
+def reduce_across(values: Sequence[Any], reduce_op: ReduceOp,
+                  destination: str) -> Any:
+  """Reduces one value per replica into one tensor on ``destination``.
+
+  SUM adds the values; MEAN divides the sum by the number of values.
+  ``tf.IndexedSlices`` are concatenated (and scaled for MEAN).
+  """
+  with tf.device(destination):
+    if len(values) == 1:
+      return tf.identity(values[0]) if not isinstance(
+          values[0], tf.IndexedSlices) else values[0]
+    if any(isinstance(v, tf.IndexedSlices) for v in values):
+      return _reduce_indexed_slices(values, reduce_op)
+    total = tf.math.add_n([tf.convert_to_tensor(v) for v in values])
+    if reduce_op == ReduceOp.MEAN:
+      return _divide(total, len(values))
+    return total
+
+
+def _divide(total: tf.Tensor, count: int) -> tf.Tensor:
+  if total.dtype.is_integer:
+    return total // count
+  return total / tf.cast(count, total.dtype)
+
+
+def _reduce_indexed_slices(values: Sequence[Any], reduce_op: ReduceOp
+                           ) -> tf.IndexedSlices:
+  slices = [v if isinstance(v, tf.IndexedSlices) else
+            tf.IndexedSlices(tf.convert_to_tensor(v),
+                             tf.range(tf.shape(v)[0])) for v in values]
+  result = tf.IndexedSlices(
+      tf.concat([s.values for s in slices], axis=0),
+      tf.concat([s.indices for s in slices], axis=0),
+      slices[0].dense_shape)
+  if reduce_op == ReduceOp.MEAN:
+    result = tf.IndexedSlices(_divide(result.values, len(values)),
+                              result.indices, result.dense_shape)
+  return result

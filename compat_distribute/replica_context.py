@@ -1,0 +1,142 @@
+"""The replica context that ``fn`` sees inside ``strategy.run``.
+
+>>> import tensorflow as tf
+>>> from compat_distribute import v2 as distribute
+>>> strategy = distribute.OneDeviceStrategy("/cpu:0")
+>>> def step():
+...   ctx = tf.distribute.get_replica_context()
+...   return ctx.replica_id_in_sync_group, ctx.num_replicas_in_sync
+>>> strategy.run(step)
+(<tf.Tensor: shape=(), dtype=int32, numpy=0>, 1)
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import tensorflow as tf
+
+from compat_distribute import context
+from compat_distribute import reduce as reduce_lib
+
+_autograph = tf.__internal__.autograph
+
+
+class ReplicaContext(tf.distribute.ReplicaContext,
+                     tf.compat.v1.distribute.ReplicaContext):
+  """Where one replica of ``strategy.run`` executes.
+
+  The single-replica behaviour lives here; several replicas use a subclass
+  whose ``_merge_call`` synchronises the replica threads.
+  """
+
+  def __init__(self, strategy: Any, replica_id_in_sync_group: int) -> None:  # pylint: disable=super-init-not-called
+    # TensorFlow's __init__ registers TF's own thread mode; ours is below.
+    self._strategy = strategy
+    self._replica_id_in_sync_group = replica_id_in_sync_group
+    self._local_replica_id = replica_id_in_sync_group
+    self._summary_recording_distribution_strategy = None
+    self._thread_context = context.replica_mode(self)
+
+  def __repr__(self) -> str:
+    return (f"{type(self).__name__}(strategy={self._strategy!r}, "
+            f"replica_id_in_sync_group={self._replica_id_in_sync_group})")
+
+  def __enter__(self) -> "ReplicaContext":
+    context.push(self._thread_context)
+    return self
+
+  def __exit__(self, exc_type, exc_value, traceback) -> None:
+    context.pop(self._thread_context)
+
+  # -- identity -------------------------------------------------------------
+
+  @property
+  def strategy(self) -> Any:
+    """The strategy running this replica."""
+    return self._strategy
+
+  @property
+  def num_replicas_in_sync(self) -> int:
+    """How many replicas run ``fn`` together."""
+    return self._strategy.num_replicas_in_sync
+
+  @property
+  def replica_id_in_sync_group(self) -> tf.Tensor:
+    """This replica's index, as an int32 scalar tensor."""
+    if tf.is_tensor(self._replica_id_in_sync_group):
+      return self._replica_id_in_sync_group
+    return tf.constant(self._replica_id_in_sync_group, tf.int32,
+                       name="replica_id_in_sync_group")
+
+  @property
+  def _replica_id(self) -> tf.Tensor:
+    return self.replica_id_in_sync_group
+
+  @property
+  def devices(self) -> tuple[str, ...]:
+    """The device(s) this replica runs on."""
+    return (self._strategy.extended.worker_devices[
+        self._replica_id_in_sync_group],)
+
+  # -- synchronisation ------------------------------------------------------
+
+  def merge_call(self, merge_fn: Callable[..., Any], args: Any = (),
+                 kwargs: Optional[dict] = None) -> Any:
+    """Runs ``merge_fn(strategy, *args, **kwargs)`` once, in cross-replica
+    context, with every replica's ``args`` grouped into per-replica values;
+    each replica gets back its own part of the result.
+    """
+    if not callable(merge_fn):
+      raise TypeError(
+          f"merge_call expects a callable merge_fn(strategy, *args), got "
+          f"{merge_fn!r} of type {type(merge_fn).__name__}.")
+    if not context.in_replica_context_of(self._strategy):
+      raise RuntimeError(
+          "merge_call must be called in replica context (inside "
+          f"`strategy.run`); the current context is "
+          f"{context.current_mode() or 'the default strategy'!r}. In "
+          "cross-replica context call merge_fn(strategy, ...) directly.")
+    if not isinstance(args, (list, tuple)):
+      raise ValueError(
+          f"merge_call takes `args` as a list or tuple, got "
+          f"{type(args).__name__}: {args!r}. Wrap a single argument: "
+          "args=(value,).")
+    merge_fn = _autograph.tf_convert(
+        merge_fn, _autograph.control_status_ctx(), convert_by_default=False)
+    return self._merge_call(merge_fn, tuple(args), dict(kwargs or {}))
+
+  def _merge_call(self, merge_fn: Callable[..., Any], args: tuple,
+                  kwargs: dict) -> Any:
+    with context.CrossReplicaFromReplica(self._strategy):
+      return merge_fn(self._strategy, *args, **kwargs)
+
+  def all_reduce(self, reduce_op: Any, value: Any, options: Any = None) -> Any:
+    """Reduces ``value`` (a nest of tensors) across replicas; every replica
+    receives the result."""
+    del options
+    reduce_op = reduce_lib.to_reduce_op(reduce_op)
+    if self.num_replicas_in_sync == 1:
+      return tf.nest.map_structure(_identity, value)
+    return self._all_reduce(reduce_op, value)
+
+  def all_gather(self, value: Any, axis: int, options: Any = None) -> Any:
+    """Concatenates ``value`` from every replica along ``axis``; every
+    replica receives the result."""
+    del options
+    if self.num_replicas_in_sync == 1:
+      return tf.nest.map_structure(_identity, value)
+    return self._all_gather(value, axis)
+
+  def _all_reduce(self, reduce_op: Any, value: Any) -> Any:
+    raise NotImplementedError(
+        "all_reduce across several replicas needs the multi-replica context.")
+
+  def _all_gather(self, value: Any, axis: int) -> Any:
+    raise NotImplementedError(
+        "all_gather across several replicas needs the multi-replica context.")
+
+
+def _identity(value: Any) -> Any:
+  if isinstance(value, tf.IndexedSlices):
+    return value
+  return tf.identity(value)

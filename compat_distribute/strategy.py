@@ -1,0 +1,274 @@
+"""The base ``Strategy`` (TF2 API): scope, run, reduce, gather, input.
+
+Concrete strategies pass an ``Extended`` to ``__init__``; the methods here
+only validate arguments, pick the right context and delegate to it.
+
+>>> import tensorflow as tf
+>>> from compat_distribute import v2 as distribute
+>>> strategy = distribute.OneDeviceStrategy("/cpu:0")
+>>> with strategy.scope():
+...   tf.distribute.get_strategy() is strategy
+True
+>>> strategy.reduce("SUM", tf.constant([1., 2., 3.]), axis=0)
+<tf.Tensor: shape=(), dtype=float32, numpy=6.0>
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable, Optional
+
+import tensorflow as tf
+
+from compat_distribute import context
+from compat_distribute import input as input_lib
+from compat_distribute import reduce as reduce_lib
+from compat_distribute import values as values_lib
+
+_autograph = tf.__internal__.autograph
+_warned: set[str] = set()
+
+
+def warn_deprecated_once(old: str, new: str) -> None:
+  """Warns the first time ``old`` is used in this process, never again."""
+  if old in _warned:
+    return
+  _warned.add(old)
+  warnings.warn(f"{old} is deprecated; use {new} instead.",
+                DeprecationWarning, stacklevel=3)
+
+
+class StrategyMethods:
+  """The methods shared by the v1 and v2 strategies.
+
+  Mixed in ahead of TensorFlow's ``Strategy`` classes so that every method
+  TensorFlow documents is ours.
+  """
+
+  def __init__(self, extended: Any) -> None:  # pylint: disable=super-init-not-called
+    self._extended = extended
+    self._scale_loss_for_estimator = False
+    self._mean_reduce_helper_fns: dict[Any, Any] = {}
+    self._reduce_sum_fns: dict[Any, Any] = {}
+    self._should_use_with_coordinator = False
+
+  def __repr__(self) -> str:
+    return f"{type(self).__name__}()"
+
+  def __deepcopy__(self, memo: dict) -> Any:
+    # A strategy owns devices and contexts, not data: copies are itself.
+    memo[id(self)] = self
+    return self
+
+  def __copy__(self) -> Any:
+    return self
+
+  # -- basic properties -----------------------------------------------------
+
+  @property
+  def extended(self) -> Any:
+    """The strategy's ``StrategyExtended`` with lower-level methods."""
+    return self._extended
+
+  @property
+  def num_replicas_in_sync(self) -> int:
+    """How many replicas run each step together."""
+    return self._extended._num_replicas_in_sync  # pylint: disable=protected-access
+
+  @property
+  def cluster_resolver(self) -> None:
+    """Single-machine strategies have no cluster resolver: always None."""
+    return None
+
+  def scope(self) -> context.StrategyScope:
+    """A context manager that makes this strategy current.
+
+    Inside it, ``tf.distribute.get_strategy()`` returns this strategy, code
+    runs in cross-replica context, and new variables are placed by the
+    strategy.
+    """
+    return context.StrategyScope(self)
+
+  # -- running --------------------------------------------------------------
+
+  def run(self, fn: Callable[..., Any], args: Any = (),
+          kwargs: Optional[dict] = None, options: Any = None) -> Any:
+    """Runs ``fn(*args, **kwargs)`` once per replica and returns the
+    per-replica results (a plain value with one replica)."""
+    del options
+    if not callable(fn):
+      raise TypeError(
+          f"run expects a callable `fn`, got {fn!r} of type "
+          f"{type(fn).__name__}. Pass the function itself, e.g. "
+          "strategy.run(step_fn, args=(x,)).")
+    if not isinstance(args, (list, tuple)):
+      raise ValueError(
+          "run takes the positional arguments `args` as a list or tuple, got "
+          f"{type(args).__name__}: {args!r}. Wrap a single argument: "
+          "args=(x,).")
+    if kwargs is not None and not isinstance(kwargs, dict):
+      raise ValueError(
+          f"run takes `kwargs` as a dict, got {type(kwargs).__name__}: "
+          f"{kwargs!r}.")
+    with self.scope():
+      fn = _autograph.tf_convert(fn, _autograph.control_status_ctx(),
+                                 convert_by_default=False)
+      return self._extended._call_for_each_replica(  # pylint: disable=protected-access
+          fn, args, kwargs or {})
+
+  def experimental_run_v2(self, fn: Callable[..., Any], args: Any = (),
+                          kwargs: Optional[dict] = None,
+                          options: Any = None) -> Any:
+    """Deprecated name of ``run``."""
+    warn_deprecated_once("Strategy.experimental_run_v2", "Strategy.run")
+    return self.run(fn, args=args, kwargs=kwargs, options=options)
+
+  # -- reducing -------------------------------------------------------------
+
+  def reduce(self, reduce_op: Any, value: Any, axis: Optional[int]) -> Any:
+    """Combines per-replica ``value`` into one tensor on the current device.
+
+    With ``axis``, each replica's tensor is also reduced along that axis;
+    MEAN then divides by the total number of elements along ``axis`` over
+    all replicas, so partial batches are weighed correctly.
+    """
+    context.require_cross_replica(self, "Strategy.reduce",
+                                  "ReplicaContext.all_reduce")
+    reduce_op = reduce_lib.to_reduce_op(reduce_op)
+    self._check_own_value(value, "reduce")
+    if axis is None:
+      return self._extended._reduce(reduce_op, value)  # pylint: disable=protected-access
+    for local in self._extended._local_results(value):  # pylint: disable=protected-access
+      reduce_lib.check_axis(axis, local)
+    if reduce_op == reduce_lib.ReduceOp.SUM:
+      sums = self.run(_sum_along, args=(value, axis))
+      return self._extended._reduce(reduce_op, sums)  # pylint: disable=protected-access
+    sums, counts = self.run(_sum_and_count_along, args=(value, axis))
+    total = self._extended._reduce(reduce_lib.ReduceOp.SUM, sums)  # pylint: disable=protected-access
+    count = self._extended._reduce(reduce_lib.ReduceOp.SUM, counts)  # pylint: disable=protected-access
+    return tf.math.truediv(total, tf.cast(count, total.dtype))
+
+  def _check_own_value(self, value: Any, method: str) -> None:
+    for leaf in tf.nest.flatten(value):
+      if not isinstance(leaf, values_lib.DistributedValues):
+        continue
+      n = len(leaf.values)
+      if n != self.num_replicas_in_sync:
+        raise ValueError(
+            f"{method} got a distributed value with {n} replica values, but "
+            f"{self!r} has {self.num_replicas_in_sync} replicas; the value "
+            "was made by a different strategy. Reduce it with the strategy "
+            "whose `run` or dataset produced it.")
+
+  def experimental_local_results(self, value: Any) -> tuple[Any, ...]:
+    """The per-replica parts of ``value`` as a tuple (``(value,)`` for a
+    plain value)."""
+    return self._extended._local_results(value)  # pylint: disable=protected-access
+
+  def gather(self, value: Any, axis: int) -> Any:
+    """Concatenates ``value``'s per-replica parts along ``axis`` onto the
+    current device."""
+    context.require_cross_replica(self, "Strategy.gather",
+                                  "ReplicaContext.all_gather")
+    if isinstance(value, tf.IndexedSlices):
+      raise NotImplementedError(
+          "gather does not support tf.IndexedSlices; convert it with "
+          "tf.convert_to_tensor first.")
+    self._check_own_value(value, "gather")
+    return self._extended._gather(value, axis)  # pylint: disable=protected-access
+
+  def group(self, value: Any, name: Optional[str] = None) -> Any:
+    """``tf.group`` of all per-replica parts of ``value``."""
+    return self._extended._group(value, name)  # pylint: disable=protected-access
+
+  # -- input ----------------------------------------------------------------
+
+  def experimental_distribute_dataset(self, dataset: Any,
+                                      options: Any = None) -> Any:
+    """Distributes a dataset of global batches over the replicas."""
+    return input_lib.distribute_dataset(self._extended, dataset, options)
+
+  def distribute_datasets_from_function(self, dataset_fn: Callable[..., Any],
+                                        options: Any = None) -> Any:
+    """Distributes the dataset(s) ``dataset_fn(input_context)`` returns;
+    they yield per-replica batches."""
+    return input_lib.distribute_datasets_from_function(
+        self._extended, dataset_fn, options)
+
+  def experimental_distribute_datasets_from_function(
+      self, dataset_fn: Callable[..., Any], options: Any = None) -> Any:
+    """Deprecated name of ``distribute_datasets_from_function``."""
+    warn_deprecated_once(
+        "Strategy.experimental_distribute_datasets_from_function",
+        "Strategy.distribute_datasets_from_function")
+    return self.distribute_datasets_from_function(dataset_fn, options)
+
+  def experimental_distribute_values_from_function(
+      self, value_fn: Callable[..., Any]) -> Any:
+    """One value per replica: ``value_fn(ValueContext)`` for each."""
+    return input_lib.distribute_values_from_function(self._extended, value_fn)
+
+  def experimental_make_numpy_dataset(self, numpy_input: Any) -> Any:
+    """A ``tf.data.Dataset`` of the slices of ``numpy_input``, kept on the
+    input host."""
+    return input_lib.make_numpy_dataset(self._extended, numpy_input, None)
+
+  # -- logical devices (one per replica here) -------------------------------
+
+  def experimental_assign_to_logical_device(self, tensor: Any,
+                                            logical_device_id: int) -> Any:
+    """Annotates ``tensor`` for logical device ``logical_device_id``.
+
+    These strategies have one logical device per replica, so the only valid
+    id is 0 and the tensor is returned as it is.
+    """
+    if isinstance(logical_device_id, bool) or logical_device_id != 0:
+      raise ValueError(
+          f"logical_device_id {logical_device_id!r} is out of range: "
+          f"{self!r} has 1 logical device per replica, so the only valid id "
+          "is 0.")
+    return tensor
+
+  def experimental_replicate_to_logical_devices(self, tensor: Any) -> Any:
+    """Annotates ``tensor`` as replicated over the replica's logical devices
+    (just one here, so ``tensor`` is returned as it is)."""
+    return tensor
+
+  def experimental_split_to_logical_devices(self, tensor: Any,
+                                            partition_dimensions: Any) -> Any:
+    """Annotates ``tensor`` as split over logical devices.
+
+    With one logical device per replica, ``partition_dimensions`` must have
+    one entry per dimension of ``tensor`` and all entries must be 1.
+    """
+    dims = list(partition_dimensions)
+    rank = tensor.shape.rank
+    if rank is not None and len(dims) != rank:
+      raise ValueError(
+          f"partition_dimensions {dims} has {len(dims)} entries but the "
+          f"tensor has rank {rank} (shape {tensor.shape}); give one entry "
+          "per dimension.")
+    product = 1
+    for d in dims:
+      product *= d
+    if product != 1:
+      raise ValueError(
+          f"The product of partition_dimensions {dims} is {product}, but "
+          f"{self!r} has 1 logical device per replica; use all ones, e.g. "
+          f"{[1] * len(dims)}.")
+    return tensor
+
+
+def _sum_along(value: Any, axis: int) -> Any:
+  return tf.reduce_sum(value, axis=axis)
+
+
+def _sum_and_count_along(value: Any, axis: int) -> tuple[Any, Any]:
+  value = tf.convert_to_tensor(value)
+  dim = value.shape[axis]
+  count = (tf.constant(dim, tf.int64) if dim is not None else
+           tf.shape(value, out_type=tf.int64)[axis])
+  return tf.reduce_sum(value, axis=axis), count
+
+
+class Strategy(StrategyMethods, tf.distribute.Strategy):
+  """Base class of the TF2 (``compat_distribute.v2``) strategies."""

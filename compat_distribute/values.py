@@ -1,0 +1,189 @@
+"""Per-replica and mirrored containers, their TypeSpec, and (re)grouping.
+
+A ``PerReplica`` holds one value per replica, in replica order; it is what
+``strategy.run`` returns with several replicas and what distributed datasets
+yield.  It is a ``tf.distribute.DistributedValues`` and a composite tensor,
+so it passes into a ``tf.function`` by its ``TypeSpec`` without retracing.
+
+>>> import tensorflow as tf
+>>> v = PerReplica((tf.constant(1), tf.constant(2)))
+>>> print(v)
+PerReplica:{
+  0: tf.Tensor(1, shape=(), dtype=int32),
+  1: tf.Tensor(2, shape=(), dtype=int32)
+}
+>>> isinstance(v, tf.distribute.DistributedValues)
+True
+"""
+from __future__ import annotations
+
+from collections import abc
+from typing import Any, Sequence
+
+import tensorflow as tf
+
+_CompositeTensor = tf.__internal__.CompositeTensor
+
+
+class DistributedValues(tf.distribute.DistributedValues):
+  """Shared behaviour: one value per replica, printed like TensorFlow's."""
+
+  def __init__(self, values: Sequence[Any]) -> None:
+    self._values = tuple(values)
+
+  @property
+  def values(self) -> tuple[Any, ...]:
+    """The per-replica values, in replica order."""
+    return self._values
+
+  @property
+  def _primary(self) -> Any:
+    return self._values[0]
+
+  @property
+  def _devices(self) -> tuple[str, ...]:
+    return tuple(getattr(v, "device", "") for v in self._values)
+
+  def __str__(self) -> str:
+    body = ",\n".join(f"  {i}: {v!s}" for i, v in enumerate(self._values))
+    return f"{type(self).__name__}:{{\n{body}\n}}"
+
+  def __repr__(self) -> str:
+    body = ",\n".join(f"  {i}: {v!r}" for i, v in enumerate(self._values))
+    return f"{type(self).__name__}:{{\n{body}\n}}"
+
+
+class PerReplicaSpec(tf.TypeSpec):
+  """The ``TypeSpec`` of a ``PerReplica``: one spec per replica value."""
+
+  __slots__ = ("_value_specs",)
+
+  def __init__(self, *value_specs: tf.TypeSpec) -> None:
+    self._value_specs = tuple(value_specs)
+
+  @property
+  def value_type(self) -> type:
+    return PerReplica
+
+  def _serialize(self) -> tuple[tf.TypeSpec, ...]:
+    return self._value_specs
+
+  @property
+  def _component_specs(self) -> tuple[tf.TypeSpec, ...]:
+    return self._value_specs
+
+  def _to_components(self, value: "PerReplica") -> tuple[Any, ...]:
+    return value._values  # pylint: disable=protected-access
+
+  def _from_components(self, components: Sequence[Any]) -> "PerReplica":
+    return PerReplica(components)
+
+  def __repr__(self) -> str:
+    return f"PerReplicaSpec{self._value_specs!r}"
+
+
+class PerReplica(DistributedValues, _CompositeTensor):
+  """Values that differ from replica to replica (one per replica)."""
+
+  @property
+  def _type_spec(self) -> PerReplicaSpec:
+    return PerReplicaSpec(*(tf.type_spec_from_value(v) for v in self._values))
+
+  def _shape_invariant_to_type_spec(self, shape: tf.TensorShape) -> PerReplicaSpec:
+    return PerReplicaSpec(*(tf.TensorSpec(shape, v.dtype) for v in self._values))
+
+
+class Mirrored(DistributedValues):
+  """Values kept identical on every replica; reads return the first copy.
+
+  Arithmetic and tensor conversion act on the first copy, as for TF's.
+  """
+
+  def __getattr__(self, name: str) -> Any:
+    if name.startswith("__") or name in ("_values",):
+      raise AttributeError(name)
+    return getattr(self._values[0], name)
+
+
+def _mirrored_to_tensor(value, dtype=None, name=None, as_ref=False):
+  del as_ref
+  return tf.convert_to_tensor(value._primary, dtype=dtype, name=name)  # pylint: disable=protected-access
+
+
+tf.register_tensor_conversion_function(Mirrored, _mirrored_to_tensor)
+
+
+def _delegate_operator(name: str) -> None:
+  def operator(self, *args):
+    return getattr(tf.convert_to_tensor(self._primary), name)(*args)  # pylint: disable=protected-access
+  operator.__name__ = name
+  setattr(Mirrored, name, operator)
+
+
+for _op in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__",
+            "__rmul__", "__truediv__", "__rtruediv__", "__floordiv__",
+            "__rfloordiv__", "__mod__", "__rmod__", "__pow__", "__rpow__",
+            "__matmul__", "__rmatmul__", "__neg__", "__abs__", "__lt__",
+            "__le__", "__gt__", "__ge__", "__getitem__", "__and__", "__or__",
+            "__xor__", "__invert__"):
+  _delegate_operator(_op)
+
+
+def select_replica(replica_id: int, structure: Any) -> Any:
+  """Picks replica ``replica_id``'s part of every distributed value.
+
+  Other leaves (tensors, variables, Python values) pass through unchanged.
+
+  >>> select_replica(1, {"x": PerReplica(("a", "b")), "y": 3})
+  {'x': 'b', 'y': 3}
+  """
+  if isinstance(structure, DistributedValues):
+    return structure._values[replica_id]  # pylint: disable=protected-access
+  if isinstance(structure, (tf.Tensor, tf.Variable, int, float, str)):
+    return structure
+  return tf.nest.map_structure(
+      lambda x: x._values[replica_id] if isinstance(x, DistributedValues) else x,  # pylint: disable=protected-access
+      structure)
+
+
+def regroup(per_replica: Sequence[Any], wrap: type = PerReplica) -> Any:
+  """Turns a list of per-replica structures into one structure of ``wrap``.
+
+  Leaves that are the same object on every replica (a variable, ``None``, a
+  Python constant) are returned unwrapped; others become ``wrap(values)``.
+
+  >>> regroup([{"a": 1, "b": "x"}, {"a": 2, "b": "x"}])
+  {'a': PerReplica:{
+    0: 1,
+    1: 2
+  }, 'b': 'x'}
+  """
+  first = per_replica[0]
+  if isinstance(first, (list, tuple)) and not isinstance(first, _CompositeTensor):
+    _check_same_length(per_replica)
+    grouped = [regroup([v[i] for v in per_replica], wrap)
+               for i in range(len(first))]
+    if hasattr(first, "_fields"):  # namedtuple
+      return type(first)(*grouped)
+    return type(first)(grouped)
+  if isinstance(first, abc.Mapping):
+    keys = set(first)
+    for other in per_replica[1:]:
+      if set(other) != keys:
+        raise ValueError(
+            "Replicas returned dictionaries with different keys: "
+            f"{sorted(map(str, keys))} and {sorted(map(str, other))}. Every "
+            "replica must return the same structure.")
+    return type(first)(
+        (k, regroup([v[k] for v in per_replica], wrap)) for k in first)
+  if all(v is first for v in per_replica[1:]):
+    return first
+  return wrap(per_replica)
+
+
+def _check_same_length(per_replica: Sequence[Any]) -> None:
+  lengths = [len(v) for v in per_replica]
+  if len(set(lengths)) > 1:
+    raise ValueError(
+        f"Replicas returned sequences of different lengths {lengths}. Every "
+        "replica must return the same structure.")

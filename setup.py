@@ -1,0 +1,34 @@
+"""Installs compat_distribute; v1/ and v2/ become compat_distribute.v1/.v2."""
+from setuptools import setup
+
+setup(
+    name="compat_distribute",
+    version="0.1.0",
+    description=("Single-machine tf.distribute strategies re-implemented on "
+                 "low-level TensorFlow primitives, with v1 and v2 facades."),
+    python_requires=">=3.11",
+    packages=[
+        "compat_distribute",
+        "compat_distribute.input",
+        "compat_distribute.v1",
+        "compat_distribute.v1.experimental",
+        "compat_distribute.v2",
+        "compat_distribute.v2.experimental",
+    ],
+    package_dir={
+        "compat_distribute": "compat_distribute",
+        "compat_distribute.v1": "v1",
+        "compat_distribute.v1.experimental": "v1/experimental",
+        "compat_distribute.v2": "v2",
+        "compat_distribute.v2.experimental": "v2/experimental",
+    },
+    package_data={"compat_distribute": ["py.typed"]},
+    install_requires=["numpy", "absl-py"],
+    extras_require={
+        # TensorFlow is an extra so the shim never installs a second TF build
+        # next to the one the user already has.
+        "cpu": ["tensorflow-cpu"],
+        "gpu": ["tensorflow"],
+        "test": ["pytest"],
+    },
+)

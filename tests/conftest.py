@@ -1,0 +1,40 @@
+"""Test set-up: split the host CPU into 4 logical devices before TF starts.
+
+Every multi-replica test runs on these logical CPUs, so the suite needs no
+GPU.  This must happen before anything initialises TensorFlow's devices.
+"""
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import pytest  # pylint: disable=g-import-not-at-top
+import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+NUM_LOGICAL_CPUS = 4
+
+
+def _configure_logical_cpus() -> None:
+  cpu = tf.config.list_physical_devices("CPU")[0]
+  tf.config.set_logical_device_configuration(
+      cpu, [tf.config.LogicalDeviceConfiguration()] * NUM_LOGICAL_CPUS)
+
+
+_configure_logical_cpus()
+
+
+def cpu(i: int) -> str:
+  """Canonical name of logical CPU ``i``."""
+  return f"/job:localhost/replica:0/task:0/device:CPU:{i}"
+
+
+@pytest.fixture(params=["eager", "tf_function"])
+def mode(request):
+  """Runs a test body eagerly and inside a ``tf.function``."""
+  return request.param
+
+
+def in_mode(mode_name, fn):
+  """Calls ``fn`` eagerly or wrapped in ``tf.function``, per ``mode_name``."""
+  if mode_name == "eager":
+    return fn()
+  return tf.function(fn)()

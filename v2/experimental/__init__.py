@@ -1,0 +1,9 @@
+"""``compat_distribute.v2.experimental``: a drop-in for
+``tf.distribute.experimental``; other names resolve to TensorFlow's own."""
+import tensorflow as _tf
+
+__all__ = []
+
+
+def __getattr__(name):
+  return getattr(_tf.distribute.experimental, name)
