@@ -32,6 +32,7 @@ class Extended(tf.compat.v1.distribute.StrategyExtended):
     self._require_static_shapes = False
     self._retrace_functions_for_each_device = len(self._compute_devices) > 1
     self._global_batch_size = True
+    self._single_replica_context: Optional[ReplicaContext] = None
 
   def __repr__(self) -> str:
     return (f"{type(self).__name__}(worker_devices={self.worker_devices!r}, "
@@ -124,7 +125,7 @@ class Extended(tf.compat.v1.distribute.StrategyExtended):
     return container() if callable(container) else value
 
   def _local_results(self, value: Any) -> tuple[Any, ...]:
-    if isinstance(value, values_lib.DistributedValues):
+    if values_lib.is_distributed(value):
       return value.values
     local = getattr(value, "_local_results_for_strategy", None)
     if local is not None:
@@ -201,8 +202,10 @@ class Extended(tf.compat.v1.distribute.StrategyExtended):
   def _call_for_each_replica(self, fn: Callable[..., Any], args: Any,
                              kwargs: Any) -> Any:
     if len(self._compute_devices) == 1:
-      with tf.device(self._compute_devices[0]), \
-          self._make_replica_context(0):
+      if self._single_replica_context is None:
+        # Stateless between uses, so one instance serves every call.
+        self._single_replica_context = self._make_replica_context(0)
+      with tf.device(self._compute_devices[0]), self._single_replica_context:
         return fn(*values_lib.select_replica(0, args),
                   **values_lib.select_replica(0, kwargs))
     from compat_distribute import replica_threads  # pylint: disable=g-import-not-at-top

@@ -110,8 +110,11 @@ class StrategyMethods:
           f"run takes `kwargs` as a dict, got {type(kwargs).__name__}: "
           f"{kwargs!r}.")
     with self.scope():
-      fn = _autograph.tf_convert(fn, _autograph.control_status_ctx(),
-                                 convert_by_default=False)
+      if not tf.executing_eagerly():
+        # While tracing, let AutoGraph convert `fn` as the caller's setting
+        # says; eager callers run `fn` as written.
+        fn = _autograph.tf_convert(fn, _autograph.control_status_ctx(),
+                                   convert_by_default=False)
       return self._extended._call_for_each_replica(  # pylint: disable=protected-access
           fn, args, kwargs or {})
 
@@ -149,7 +152,7 @@ class StrategyMethods:
 
   def _check_own_value(self, value: Any, method: str) -> None:
     for leaf in tf.nest.flatten(value):
-      if not isinstance(leaf, values_lib.DistributedValues):
+      if not values_lib.is_distributed(leaf):
         continue
       n = len(leaf.values)
       if n != self.num_replicas_in_sync:

@@ -28,6 +28,10 @@ _CompositeTensor = tf.__internal__.CompositeTensor
 class DistributedValues(tf.distribute.DistributedValues):
   """Shared behaviour: one value per replica, printed like TensorFlow's."""
 
+  # isinstance() against TF's DistributedValues goes through a slow Protocol
+  # check; hot paths test this class attribute instead (see is_distributed).
+  _is_compat_distributed_values = True
+
   def __init__(self, values: Sequence[Any]) -> None:
     self._values = tuple(values)
 
@@ -129,6 +133,15 @@ for _op in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__",
   _delegate_operator(_op)
 
 
+def is_distributed(value: Any) -> bool:
+  """Fast ``isinstance(value, DistributedValues)`` for our own values."""
+  return getattr(type(value), "_is_compat_distributed_values", False)
+
+
+# Leaf types that select_replica can pass through without a tf.nest walk.
+_PLAIN_LEAVES = (tf.Tensor, tf.Variable, int, float, str, bool, type(None))
+
+
 def select_replica(replica_id: int, structure: Any) -> Any:
   """Picks replica ``replica_id``'s part of every distributed value.
 
@@ -137,12 +150,17 @@ def select_replica(replica_id: int, structure: Any) -> Any:
   >>> select_replica(1, {"x": PerReplica(("a", "b")), "y": 3})
   {'x': 'b', 'y': 3}
   """
-  if isinstance(structure, DistributedValues):
+  if is_distributed(structure):
     return structure._values[replica_id]  # pylint: disable=protected-access
-  if isinstance(structure, (tf.Tensor, tf.Variable, int, float, str)):
+  if type(structure) in (tuple, list):  # the common `args` case, kept cheap
+    if all(isinstance(x, _PLAIN_LEAVES) for x in structure):
+      return structure
+  elif type(structure) is dict and not structure:
+    return structure
+  elif isinstance(structure, _PLAIN_LEAVES):
     return structure
   return tf.nest.map_structure(
-      lambda x: x._values[replica_id] if isinstance(x, DistributedValues) else x,  # pylint: disable=protected-access
+      lambda x: x._values[replica_id] if is_distributed(x) else x,  # pylint: disable=protected-access
       structure)
 
 
