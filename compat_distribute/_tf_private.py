@@ -25,13 +25,16 @@ import tensorflow as tf
 from tensorflow.python.distribute import device_util as _device_util
 
 
+_get_default_graph = tf.compat.v1.get_default_graph  # bound once: hot path
+
+
 def strategy_stack() -> list[Any]:
   """Returns the current thread's strategy stack of the default graph.
 
   >>> isinstance(strategy_stack(), list)
   True
   """
-  return tf.compat.v1.get_default_graph()._distribution_strategy_stack  # pylint: disable=protected-access
+  return _get_default_graph()._distribution_strategy_stack  # pylint: disable=protected-access
 
 
 def set_strategy_stack(graph: tf.Graph, stack: list[Any]) -> None:
