@@ -1,0 +1,41 @@
+"""``compat_distribute.v1``: a drop-in for ``tf.compat.v1.distribute``.
+
+Names the shim implements resolve to ours; any other
+``tf.compat.v1.distribute`` name (for example ``MirroredStrategy`` or
+``get_loss_reduction``) resolves to TensorFlow's own through the module
+``__getattr__``, so ``from compat_distribute import v1 as distribute`` can
+replace ``tf.compat.v1.distribute`` wholesale.  ``get_cross_replica_context``
+is an addition (TensorFlow has it only in ``tf.distribute``).
+
+>>> from compat_distribute import v1 as distribute
+>>> distribute.OneDeviceStrategy("/cpu:0").num_replicas_in_sync
+1
+"""
+import tensorflow as _tf
+
+from compat_distribute.context import get_cross_replica_context
+from compat_distribute.extended import Extended as StrategyExtended
+from compat_distribute.replica_context import ReplicaContext
+from compat_distribute.strategies_v1 import OneDeviceStrategy
+from compat_distribute.strategy_v1 import Strategy
+from compat_distribute.v1 import experimental
+
+InputContext = _tf.distribute.InputContext
+InputReplicationMode = _tf.distribute.InputReplicationMode
+ReduceOp = _tf.distribute.ReduceOp
+RunOptions = _tf.distribute.RunOptions
+get_strategy = _tf.distribute.get_strategy
+has_strategy = _tf.distribute.has_strategy
+get_replica_context = _tf.distribute.get_replica_context
+in_cross_replica_context = _tf.distribute.in_cross_replica_context
+
+__all__ = [
+    "InputContext", "InputReplicationMode", "OneDeviceStrategy", "ReduceOp",
+    "ReplicaContext", "RunOptions", "Strategy", "StrategyExtended",
+    "experimental", "get_cross_replica_context", "get_replica_context",
+    "get_strategy", "has_strategy", "in_cross_replica_context",
+]
+
+
+def __getattr__(name):
+  return getattr(_tf.compat.v1.distribute, name)
