@@ -1,0 +1,97 @@
+"""The v1 workload: a graph-mode training step driven by ``Session.run``.
+
+The TF1 script shape: variables and a v1 ``GradientDescentOptimizer`` built in
+a ``tf.Graph`` under the strategy's scope, an input iterator from
+``make_dataset_iterator``, ``experimental_run`` of the step over the
+replicas, and ``Session.run`` of the reduced loss.  CentralStorage over two
+logical CPUs; without a strategy, the same graph on one device.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+import workloads
+
+NAME = "v1 Session.run MLP step"
+v1 = tf.compat.v1
+
+
+def _strategy(variant: str) -> Any:
+  if variant == "none":
+    return None
+  if variant == "native":
+    module = v1.distribute
+  else:
+    from compat_distribute import v1 as module  # pylint: disable=g-import-not-at-top
+  strategy = module.experimental.CentralStorageStrategy(
+      compute_devices=list(workloads.TWO_CPUS), parameter_device="/cpu:0")
+  if variant == "ours":
+    workloads.check_ours(strategy)
+  return strategy
+
+
+def _variables() -> list[tf.Variable]:
+  init = np.random.default_rng(1)
+  f, h, c = workloads.FEATURES, workloads.HIDDEN, workloads.CLASSES
+  return [
+      v1.get_variable("w1", initializer=init.standard_normal((f, h)).astype(
+          np.float32) * 0.1),
+      v1.get_variable("b1", initializer=tf.zeros([h])),
+      v1.get_variable("w2", initializer=init.standard_normal((h, c)).astype(
+          np.float32) * 0.1),
+      v1.get_variable("b2", initializer=tf.zeros([c])),
+  ]
+
+
+def _loss(variables: list[tf.Variable], x: tf.Tensor,
+          y: tf.Tensor) -> tf.Tensor:
+  w1, b1, w2, b2 = variables
+  hidden = tf.nn.relu(tf.matmul(x, w1) + b1)
+  logits = tf.matmul(hidden, w2) + b2
+  per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits)
+  return tf.reduce_sum(per_example) / workloads.GLOBAL_BATCH
+
+
+def build(kind: str, variant: str) -> workloads.Unit:
+  del kind  # always CentralStorage over two CPUs
+  graph = tf.Graph()
+  x, y = workloads._data()  # pylint: disable=protected-access
+  with graph.as_default():
+    strategy = _strategy(variant)
+    ds = tf.data.Dataset.from_tensor_slices(
+        (np.concatenate([x] * 8), np.concatenate([y] * 8))).repeat().batch(
+            workloads.GLOBAL_BATCH)
+    optimizer = v1.train.GradientDescentOptimizer(workloads.LEARNING_RATE)
+    if strategy is None:
+      iterator = v1.data.make_initializable_iterator(ds)
+      loss = _loss(_variables(), *iterator.get_next())
+      train_op = optimizer.minimize(loss)
+      with tf.control_dependencies([train_op]):
+        fetch = tf.identity(loss)
+      init_iterator = iterator.initializer
+    else:
+      with strategy.scope():
+        variables = _variables()
+        iterator = strategy.make_dataset_iterator(ds)
+
+        def step_fn(inputs):
+          loss = _loss(variables, *inputs)
+          train_op = optimizer.minimize(loss)
+          with tf.control_dependencies([train_op]):
+            return tf.identity(loss)
+
+        per_replica = strategy.experimental_run(step_fn, iterator)
+        fetch = strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica)
+      init_iterator = iterator.initializer
+    init = v1.global_variables_initializer()
+  config = v1.ConfigProto(device_count={"CPU": 2})
+  if strategy is not None:
+    config = strategy.update_config_proto(config)
+  session = v1.Session(graph=graph, config=config)
+  session.run(init)
+  session.run(init_iterator)
+  session.run(fetch)
+  return workloads.Unit(lambda: session.run(fetch), per_block=50)
