@@ -1,0 +1,126 @@
+"""Command line: ``python -m compat_distribute run|demo ...``.
+
+``run script.py [args...]``
+    Runs an unmodified script exactly as ``python script.py [args...]`` would
+    (``sys.argv``, ``__name__ == "__main__"``, ``sys.path[0]``, exit code),
+    with ``compat_distribute.install()`` in effect, so TensorFlow's
+    ``OneDeviceStrategy`` and ``CentralStorageStrategy`` names (v1 and v2)
+    are the shim's.
+``demo [--strategy ...] [--replicas N] [--epochs N] [--api v1|v2]``
+    Trains a small classifier under the shim and under native TensorFlow and
+    prints the two side by side; ``demo --help`` lists the flags.
+"""
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+import traceback
+from typing import Optional, Sequence
+
+USAGE = """\
+usage: python -m compat_distribute run SCRIPT [ARGS...]
+       python -m compat_distribute demo [--strategy one_device|central_storage]
+                                        [--replicas N] [--epochs N] [--api v1|v2]
+
+  run   run SCRIPT like `python SCRIPT ARGS...`, with TensorFlow's
+        OneDeviceStrategy and CentralStorageStrategy (tf.distribute and
+        tf.compat.v1.distribute) replaced by compat_distribute's
+  demo  train a small classifier under compat_distribute and under native
+        TensorFlow and compare loss and time per step (demo --help: flags)
+"""
+
+# Frames from these files are the runner's own, not the user's; they are cut
+# from the traceback of an exception the script raises.
+_RUNNER_FILES = frozenset(
+    os.path.normcase(os.path.abspath(f))
+    for f in (__file__, runpy.__file__))
+
+
+def _is_runner_frame(tb) -> bool:
+  filename = tb.tb_frame.f_code.co_filename
+  return os.path.normcase(os.path.abspath(filename)) in _RUNNER_FILES
+
+
+def _script_traceback(tb):
+  """``tb`` without the leading frames that belong to the runner."""
+  while tb is not None and _is_runner_frame(tb):
+    tb = tb.tb_next
+  return tb
+
+
+def run_script(script: str, args: Sequence[str] = ()) -> int:
+  """Runs ``script`` as ``__main__`` with the shim installed.
+
+  Args:
+    script: path of a Python file (or of a directory / zip file with a
+      ``__main__.py``), as it would be given to ``python``.
+    args: the script's command-line arguments.
+
+  Returns:
+    0 if the script finished, 1 if it raised (its traceback is printed to
+    stderr), 2 if it cannot be opened.  ``SystemExit`` raised by the script
+    propagates, so ``sys.exit(code)`` behaves as under ``python``.
+  """
+  if not os.path.exists(script):
+    sys.stderr.write(
+        f"compat_distribute run: can't open file {os.path.abspath(script)!r}:"
+        " [Errno 2] No such file or directory\n")
+    return 2
+  from compat_distribute import install as install_lib  # pylint: disable=g-import-not-at-top
+  try:
+    installation = install_lib.install()
+  except ImportError as e:
+    sys.stderr.write(f"compat_distribute run: {e}\n")
+    return 1
+  saved_argv, saved_path0 = sys.argv, sys.path[0] if sys.path else None
+  sys.argv = [script, *args]
+  real = os.path.realpath(script)
+  script_dir = real if os.path.isdir(real) else os.path.dirname(real)
+  if sys.path:
+    sys.path[0] = script_dir
+  else:
+    sys.path.insert(0, script_dir)
+  try:
+    with installation:
+      runpy.run_path(script, run_name="__main__")
+    return 0
+  except SystemExit:
+    raise
+  except KeyboardInterrupt as e:
+    traceback.print_exception(type(e), e, _script_traceback(e.__traceback__))
+    return 130
+  except BaseException as e:  # pylint: disable=broad-except
+    traceback.print_exception(type(e), e, _script_traceback(e.__traceback__))
+    return 1
+  finally:
+    sys.argv = saved_argv
+    if saved_path0 is not None:
+      sys.path[0] = saved_path0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+  """Entry point of ``python -m compat_distribute``; returns the exit code."""
+  argv = list(sys.argv[1:] if argv is None else argv)
+  if not argv or argv[0] in ("-h", "--help", "help"):
+    (sys.stdout if argv else sys.stderr).write(USAGE)
+    return 0 if argv else 2
+  command, rest = argv[0], argv[1:]
+  if command == "run":
+    if not rest or rest[0] in ("-h", "--help"):
+      (sys.stdout if rest else sys.stderr).write(USAGE)
+      return 0 if rest else 2
+    return run_script(rest[0], rest[1:])
+  if command == "demo":
+    from compat_distribute import demo  # pylint: disable=g-import-not-at-top
+    return demo.run_from_command_line(
+        [f"{os.path.basename(sys.executable)} -m compat_distribute demo",
+         *rest])
+  sys.stderr.write(
+      f"compat_distribute: unknown command {command!r}; expected 'run' or "
+      f"'demo'.\n\n{USAGE}")
+  return 2
+
+
+if __name__ == "__main__":
+  sys.exit(main())
