@@ -1,0 +1,404 @@
+"""CentralStorage variables: one copy on the parameter device, updates
+aggregated across replicas.
+
+``create_central_variable`` is what ``CentralStorageStrategy``'s variable
+creator calls.  With one replica it returns a plain ``tf.Variable`` placed on
+the parameter device (TensorFlow's rule); with several it wraps that variable
+in an ``AggregatingVariable``, which reads like the variable everywhere and,
+in replica context, combines each replica's ``assign``/``assign_add``/
+``assign_sub`` by the variable's ``aggregation`` before applying it once.
+
+>>> from compat_distribute import v2 as distribute
+>>> strategy = distribute.OneDeviceStrategy("/cpu:0")
+>>> with strategy.scope():
+...   inner = tf.Variable(1.0, name="w")
+>>> w = AggregatingVariable(strategy, inner, tf.VariableAggregation.SUM)
+>>> w
+<AggregatingVariable aggregation=SUM tf.Variable 'w:0' shape=() dtype=float32, numpy=1.0>
+>>> isinstance(w, tf.Variable), float(w * 2), float(w.assign_add(1.0))
+(True, 2.0, 2.0)
+"""
+from __future__ import annotations
+
+import copy
+import weakref
+from typing import Any, Callable, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from compat_distribute import context
+
+_Aggregation = tf.VariableAggregation
+_VALID_AGGREGATIONS = (_Aggregation.NONE, _Aggregation.SUM, _Aggregation.MEAN,
+                       _Aggregation.ONLY_FIRST_REPLICA)
+_GraphKeys = tf.compat.v1.GraphKeys
+
+
+# -- creation -----------------------------------------------------------------
+
+def create_central_variable(extended: Any, next_creator: Callable[..., Any],
+                            **kwargs: Any) -> tf.Variable:
+  """Creates a variable for ``CentralStorageStrategy``.
+
+  The variable goes on ``colocate_with``'s device when that is given (as
+  ``colocate_vars_with`` and optimizers' slot variables ask), else on
+  ``extended.parameter_devices[0]``.  With more than one replica it is
+  wrapped in an ``AggregatingVariable`` (and, in graph mode, the wrapper
+  replaces the variable in the graph's collections).
+
+  Args:
+    extended: the strategy's ``StrategyExtended``.
+    next_creator: the next variable creator in the chain.
+    **kwargs: the variable's constructor arguments.
+
+  Returns:
+    A ``tf.Variable``: the plain variable with one replica, else its
+    ``AggregatingVariable``.
+
+  Raises:
+    ValueError: ``aggregation`` is not a ``tf.VariableAggregation``.
+  """
+  colocate_with = kwargs.pop("colocate_with", None)
+  device = getattr(colocate_with, "device", None) or (
+      extended.parameter_devices[0])
+  if len(extended.worker_devices) <= 1:
+    with tf.device(device):
+      return next_creator(**kwargs)
+  aggregation = _check_aggregation(kwargs.get("aggregation"),
+                                   kwargs.get("name"))
+  collections = kwargs.pop("collections", None)
+  if collections is None:
+    collections = [_GraphKeys.GLOBAL_VARIABLES]
+  kwargs["collections"] = []
+  with tf.device(device):
+    variable = next_creator(**kwargs)
+  wrapper = AggregatingVariable(extended._container_strategy(), variable,  # pylint: disable=protected-access
+                                aggregation)
+  _fix_collections(variable, wrapper, collections)
+  return wrapper
+
+
+def _check_aggregation(aggregation: Any, name: Any) -> Any:
+  """Returns ``aggregation`` as an enum; ``ValueError`` if it is none."""
+  if aggregation is None:
+    return _Aggregation.NONE
+  if aggregation in _VALID_AGGREGATIONS:
+    return aggregation
+  try:
+    return _Aggregation(aggregation)
+  except (ValueError, TypeError):
+    pass
+  raise ValueError(
+      f"Invalid variable aggregation {aggregation!r} for variable {name!r}: "
+      "a variable made under CentralStorageStrategy must have one of "
+      "tf.VariableAggregation.NONE, SUM, MEAN or ONLY_FIRST_REPLICA. Pass "
+      "e.g. aggregation=tf.VariableAggregation.SUM.")
+
+
+def _fix_collections(variable: tf.Variable, wrapper: "AggregatingVariable",
+                     collections: list[Any]) -> None:
+  """Puts ``wrapper`` where ``variable`` would have gone (graph mode)."""
+  if tf.executing_eagerly():
+    if _GraphKeys.GLOBAL_STEP in collections:
+      tf.compat.v1.add_to_collections(_GraphKeys.GLOBAL_STEP, wrapper)
+    return
+  collections = list(collections)
+  if variable.trainable:
+    trainable = tf.compat.v1.get_collection_ref(
+        _GraphKeys.TRAINABLE_VARIABLES)
+    if any(v is variable for v in trainable):
+      trainable[:] = [v for v in trainable if v is not variable]
+    if _GraphKeys.TRAINABLE_VARIABLES not in collections:
+      collections.append(_GraphKeys.TRAINABLE_VARIABLES)
+  tf.compat.v1.add_to_collections(collections, wrapper)
+
+
+# -- the wrapper --------------------------------------------------------------
+
+class AggregatingVariable(tf.Variable, tf.__internal__.types.Tensor):
+  """A variable whose replica-context updates are combined across replicas.
+
+  Reads (``value``, ``read_value``, tensor conversion, operators, ``numpy``,
+  ``sparse_read``...) go to the wrapped variable.  ``assign``,
+  ``assign_add`` and ``assign_sub`` called inside ``strategy.run`` with more
+  than one replica meet in ``merge_call``: SUM and MEAN reduce the
+  replicas' values with ``strategy.extended.reduce_to``, ONLY_FIRST_REPLICA
+  takes replica 0's, and the result is applied once.  Anywhere else --
+  cross-replica context, ``strategy.extended.update``, one replica -- they
+  apply directly.  ``scatter_*`` updates always apply directly, per replica,
+  as in TensorFlow.
+
+  Checkpoints and SavedModels see the wrapped variable, so values move
+  freely between this wrapper, TensorFlow's strategies and no strategy.
+
+  Args:
+    strategy: the strategy that created the variable.
+    variable: the ``tf.Variable`` to wrap.
+    aggregation: how replica-context updates combine: a
+      ``tf.VariableAggregation``.
+  """
+
+  def __init__(self, strategy: Any, variable: tf.Variable,  # pylint: disable=super-init-not-called
+               aggregation: Any) -> None:
+    # tf.Variable.__init__ would build a second variable: not called.
+    self._distribute_strategy = strategy
+    self._v = variable
+    self._aggregation = aggregation
+    # Lets value_container() and optimizers' slot keys find the wrapper.
+    variable._distributed_container = weakref.ref(self)  # pylint: disable=protected-access
+
+  def __getattr__(self, name: str) -> Any:
+    # Everything not defined here (private TF variable internals) is the
+    # wrapped variable's; dunders and Trackable's own state stay ours.
+    if name.startswith("__") or name.startswith("_self_") or name == "_v":
+      raise AttributeError(
+          f"{type(self).__name__!r} object has no attribute {name!r}")
+    return getattr(self._v, name)
+
+  def __repr__(self) -> str:
+    aggregation = getattr(self._aggregation, "name", self._aggregation)
+    return f"<{type(self).__name__} aggregation={aggregation} {repr(self._v)[1:]}"
+
+  def get(self) -> tf.Variable:
+    """The wrapped variable."""
+    return self._v
+
+  def _distributed_container(self) -> "AggregatingVariable":
+    return self
+
+  @property
+  def distribute_strategy(self) -> Any:
+    """The strategy that created this variable."""
+    return self._distribute_strategy
+
+  @property
+  def aggregation(self) -> Any:
+    """How replica-context updates combine across replicas."""
+    return self._aggregation
+
+  def __deepcopy__(self, memo: dict) -> "AggregatingVariable":
+    copied = type(self)(self._distribute_strategy,
+                        copy.deepcopy(self._v, memo), self._aggregation)
+    memo[id(self)] = copied
+    return copied
+
+  # -- updates ----------------------------------------------------------------
+
+  def assign(self, value: Any, use_locking: bool = False,
+             name: Optional[str] = None, read_value: bool = True) -> Any:
+    """Assigns ``value``; in replica context, the replicas' values are
+    first combined by ``aggregation``."""
+    return self._update("assign", value, use_locking, name, read_value)
+
+  def assign_add(self, delta: Any, use_locking: bool = False,
+                 name: Optional[str] = None, read_value: bool = True) -> Any:
+    """Adds ``delta``; in replica context, the replicas' deltas are first
+    combined by ``aggregation``."""
+    return self._update("assign_add", delta, use_locking, name, read_value)
+
+  def assign_sub(self, delta: Any, use_locking: bool = False,
+                 name: Optional[str] = None, read_value: bool = True) -> Any:
+    """Subtracts ``delta``; in replica context, the replicas' deltas are
+    first combined by ``aggregation``."""
+    return self._update("assign_sub", delta, use_locking, name, read_value)
+
+  def _update(self, method: str, value: Any, use_locking: bool,
+              name: Optional[str], read_value: bool) -> Any:
+    strategy = self._distribute_strategy
+    if (strategy.num_replicas_in_sync <= 1 or
+        not context.in_replica_context_of(strategy)):
+      return _apply(self._v, method, value, use_locking=use_locking,
+                    name=name, read_value=read_value)
+    if self._aggregation == _Aggregation.NONE:
+      raise ValueError(
+          f"Cannot {method} variable {self._v.name!r} in replica context: "
+          f"it has aggregation=NONE, and with {strategy.num_replicas_in_sync}"
+          " replicas TensorFlow requires an aggregation method so that the "
+          "replicas' updates can be combined into one. Create the variable "
+          "with an aggregation other than NONE, e.g. `tf.Variable(..., "
+          "aggregation=tf.VariableAggregation.SUM)` (or MEAN, "
+          "ONLY_FIRST_REPLICA), or update it in cross-replica context: "
+          "`tf.distribute.get_replica_context().merge_call(merge_fn)` with "
+          "`strategy.extended.update(var, fn)` inside merge_fn.")
+    return tf.distribute.get_replica_context().merge_call(
+        self._merge_update, args=(method, value),
+        kwargs={"use_locking": use_locking, "name": name,
+                "read_value": read_value})
+
+  def _merge_update(self, strategy: Any, method: str, value: Any,
+                    use_locking: bool = False, name: Any = None,
+                    read_value: bool = True) -> Any:
+    """Runs once in cross-replica context with every replica's ``value``."""
+    if self._aggregation == _Aggregation.ONLY_FIRST_REPLICA:
+      value = strategy.experimental_local_results(value)[0]
+    else:
+      reduce_op = (tf.distribute.ReduceOp.SUM
+                   if self._aggregation == _Aggregation.SUM else
+                   tf.distribute.ReduceOp.MEAN)
+      value = strategy.extended.reduce_to(reduce_op, value, destinations=self)
+    name = _first(strategy, name)
+    return strategy.extended.update(
+        self, _apply, args=(method, _first(strategy, value)),
+        kwargs={"use_locking": use_locking, "name": name,
+                "read_value": read_value})
+
+  # -- reads and plain forwards -----------------------------------------------
+
+  def value(self) -> tf.Tensor:
+    """The variable's current value, as a tensor."""
+    return self._v.value()
+
+  def read_value(self) -> tf.Tensor:
+    """Reads the variable's value (a new tensor)."""
+    return self._v.read_value()
+
+  def numpy(self) -> np.ndarray:
+    """The value as a NumPy array (eager mode only)."""
+    return self._v.numpy()
+
+  def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:  # pylint: disable=redefined-outer-name
+    del copy
+    return np.asarray(self._v.numpy(), dtype=dtype)
+
+  def __bool__(self) -> bool:
+    return bool(self._v.read_value())
+
+  def _dense_var_to_tensor(self, dtype: Any = None, name: Any = None,
+                           as_ref: bool = False) -> tf.Tensor:
+    return self._v._dense_var_to_tensor(dtype=dtype, name=name, as_ref=as_ref)  # pylint: disable=protected-access
+
+  def __tf_tracing_type__(self, context: Any) -> "_SameVariable":
+    # As a tf.function argument the wrapper itself reaches the function body
+    # (which captures the wrapped variable's handle), as with a closure.
+    del context
+    return _SameVariable(self)
+
+  def _should_act_as_resource_variable(self) -> None:
+    """Makes TensorFlow treat this as a resource variable (gradients,
+    SavedModel, optimizers)."""
+
+  # -- checkpoints and SavedModel ---------------------------------------------
+
+  def _gather_saveables_for_checkpoint(self) -> dict[str, Any]:
+    return self._v._gather_saveables_for_checkpoint()  # pylint: disable=protected-access
+
+  def _serialize_to_tensors(self) -> dict[str, Any]:
+    return self._v._serialize_to_tensors()  # pylint: disable=protected-access
+
+  def _restore_from_tensors(self, restored_tensors: dict[str, Any]) -> Any:
+    return self._v._restore_from_tensors(restored_tensors)  # pylint: disable=protected-access
+
+  def _export_to_saved_model_graph(self, object_map: Any, tensor_map: Any,
+                                   options: Any, **kwargs: Any) -> list[Any]:
+    resources = self._v._export_to_saved_model_graph(  # pylint: disable=protected-access
+        object_map, tensor_map, options, **kwargs)
+    object_map[self] = object_map[self._v]
+    return resources
+
+  def _copy_trackable_to_cpu(self, object_map: Any) -> None:
+    self._v._copy_trackable_to_cpu(object_map)  # pylint: disable=protected-access
+    if self not in object_map:
+      object_map[self] = type(self)(self._distribute_strategy,
+                                    object_map[self._v], self._aggregation)
+
+  def _write_object_proto(self, proto: Any, options: Any) -> None:
+    self._v._write_object_proto(proto, options)  # pylint: disable=protected-access
+
+
+def _forward_property(name: str, doc: str) -> None:
+  def getter(self):
+    return getattr(self._v, name)  # pylint: disable=protected-access
+  getter.__name__ = name
+  setattr(AggregatingVariable, name, property(getter, doc=doc))
+
+
+def _forward_method(name: str, doc: str) -> None:
+  def method(self, *args, **kwargs):
+    return getattr(self._v, name)(*args, **kwargs)  # pylint: disable=protected-access
+  method.__name__ = name
+  method.__doc__ = doc
+  setattr(AggregatingVariable, name, method)
+
+
+for _name in ("name", "dtype", "shape", "device", "graph", "op", "handle",
+              "trainable", "synchronization", "constraint", "initializer",
+              "initial_value", "_shared_name", "_unique_id", "_in_graph_mode",
+              "_graph_element", "_save_slice_info"):
+  _forward_property(_name, f"The wrapped variable's ``{_name}``.")
+
+for _name in ("get_shape", "set_shape", "sparse_read", "gather_nd", "eval",
+              "load", "initialized_value", "count_up_to", "to_proto",
+              "is_initialized", "scatter_update", "scatter_add",
+              "scatter_sub", "scatter_max", "scatter_min", "scatter_mul",
+              "scatter_div", "scatter_nd_update", "scatter_nd_add",
+              "scatter_nd_sub", "scatter_nd_max", "scatter_nd_min",
+              "batch_scatter_update", "_as_graph_element",
+              "_get_save_slice_info", "_set_save_slice_info"):
+  _forward_method(_name, f"``{_name}`` of the wrapped variable (applied "
+                  "directly, never aggregated).")
+
+
+class _SameVariable(tf.types.experimental.TraceType):
+  """Trace type of an ``AggregatingVariable`` argument: the object itself.
+
+  A ``tf.function`` retraces for each distinct wrapper object passed, and
+  its body sees the wrapper.
+  """
+
+  def __init__(self, variable: AggregatingVariable) -> None:
+    self._ref = weakref.ref(variable)
+    self._id = id(variable)
+
+  def is_subtype_of(self, other: Any) -> bool:
+    return self == other
+
+  def most_specific_common_supertype(self, others: Any) -> Any:
+    return self if all(self == other for other in others) else None
+
+  def placeholder_value(self, placeholder_context: Any) -> Any:
+    del placeholder_context
+    return self._ref()
+
+  def cast(self, value: Any, cast_context: Any) -> Any:
+    del cast_context
+    if value is not self._ref():
+      raise ValueError(f"{value!r} is not the variable {self!r} was traced "
+                       "for.")
+    return value
+
+  def __eq__(self, other: Any) -> bool:
+    return (isinstance(other, _SameVariable) and
+            self._ref() is not None and self._ref() is other._ref())  # pylint: disable=protected-access
+
+  def __hash__(self) -> int:
+    return self._id
+
+  def __repr__(self) -> str:
+    return f"_SameVariable({self._ref()!r})"
+
+
+def _apply(variable: tf.Variable, method: str, value: Any,
+           **kwargs: Any) -> Any:
+  """``variable.<method>(value, **kwargs)`` where the variable lives."""
+  if isinstance(variable, AggregatingVariable):
+    variable = variable.get()
+  if not variable.device:
+    return getattr(variable, method)(value, **kwargs)
+  with tf.device(variable.device):
+    return getattr(variable, method)(value, **kwargs)
+
+
+def _first(strategy: Any, value: Any) -> Any:
+  """The first replica's part of a per-replica or mirrored ``value``."""
+  if isinstance(value, tf.distribute.DistributedValues):
+    return strategy.experimental_local_results(value)[0]
+  return value
+
+
+def _to_tensor(variable: AggregatingVariable, dtype: Any = None,
+               name: Any = None, as_ref: bool = False) -> tf.Tensor:
+  return variable._dense_var_to_tensor(dtype=dtype, name=name, as_ref=as_ref)  # pylint: disable=protected-access
+
+
+tf.register_tensor_conversion_function(AggregatingVariable, _to_tensor)
