@@ -1,0 +1,319 @@
+"""The v1 facade (``compat_distribute.v1``) eagerly, against native
+``tf.compat.v1.distribute``: names, types, v1-only methods, bad input.
+
+Graph-mode (Session) behaviour is in test_v1_graph.py and
+test_v1_session_script.py.
+"""
+import inspect
+import warnings
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from compat_distribute import strategy as strategy_lib
+from compat_distribute import v1
+from conftest import cpu
+import v1_support as sup
+from v1_support import CONFIGS, make_native, make_ours
+
+
+# -- names and types ----------------------------------------------------------
+
+def test_facade_names_are_tf_compat_v1_names():
+  extra = {"get_cross_replica_context"}  # ours only: TF has it in tf.distribute
+  missing = [n for n in v1.__all__
+             if n not in extra and not hasattr(tf.compat.v1.distribute, n)]
+  assert not missing
+  for name in ("Strategy", "StrategyExtended", "OneDeviceStrategy",
+               "ReplicaContext", "InputContext", "InputReplicationMode",
+               "ReduceOp", "get_strategy", "has_strategy",
+               "get_replica_context", "get_cross_replica_context",
+               "in_cross_replica_context"):
+    assert name in v1.__all__, name
+  assert v1.Strategy.__module__ == "compat_distribute.strategy_v1"
+  assert v1.OneDeviceStrategy.__module__ == "compat_distribute.strategies_v1"
+  assert v1.ReduceOp is tf.distribute.ReduceOp
+
+
+def test_facade_falls_back_to_tf():
+  assert v1.MirroredStrategy is tf.compat.v1.distribute.MirroredStrategy
+  assert v1.get_loss_reduction is tf.compat.v1.distribute.get_loss_reduction
+  assert (v1.experimental.ParameterServerStrategy is
+          tf.compat.v1.distribute.experimental.ParameterServerStrategy)
+  with pytest.raises(AttributeError):
+    v1.NoSuchName  # pylint: disable=pointless-statement
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_type_identity_like_native(config):
+  ours, native = make_ours(config), make_native(config)
+  for s in (ours, native):
+    assert isinstance(s, tf.compat.v1.distribute.Strategy)
+    assert not isinstance(s, tf.distribute.Strategy)
+    assert isinstance(s.extended, tf.compat.v1.distribute.StrategyExtended)
+    assert isinstance(s.extended, tf.distribute.StrategyExtended)
+  assert isinstance(ours, v1.Strategy)
+  assert ours.num_replicas_in_sync == native.num_replicas_in_sync
+  assert ours.cluster_resolver is None
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_every_native_method_exists_and_is_ours(config):
+  ours, native = make_ours(config), make_native(config)
+  names = [n for n in dir(native) if not n.startswith("_")]
+  missing = [n for n in names if not hasattr(ours, n)]
+  assert not missing
+  for name in names:
+    for klass in type(ours).__mro__:
+      if name in vars(klass):
+        assert klass.__module__.startswith("compat_distribute"), (
+            f"{name} is inherited from {klass}")
+        break
+  ext_names = [n for n in dir(native.extended) if not n.startswith("_")]
+  assert not [n for n in ext_names if not hasattr(ours.extended, n)]
+
+
+def test_scope_makes_strategy_current():
+  s = v1.OneDeviceStrategy("/cpu:1")
+  assert not v1.has_strategy()
+  with s.scope():
+    assert v1.get_strategy() is s
+    assert v1.in_cross_replica_context()
+    assert v1.get_cross_replica_context() is s
+    assert v1.get_replica_context() is None
+    ctx = s.run(v1.get_replica_context)
+    assert isinstance(ctx, tf.compat.v1.distribute.ReplicaContext)
+    assert isinstance(ctx, v1.ReplicaContext)
+  assert not v1.has_strategy()
+
+
+# -- experimental_run ---------------------------------------------------------
+
+def _replica_value():
+  ctx = tf.distribute.get_replica_context()
+  return tf.constant(10.0) + tf.cast(ctx.replica_id_in_sync_group, tf.float32)
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_experimental_run_without_iterator_matches_native(config):
+  results = []
+  for s in (make_ours(config), make_native(config)):
+    with warnings.catch_warnings():
+      warnings.simplefilter("ignore")
+      out = s.experimental_run(_replica_value)
+    results.append(sup.to_numpy(out, s))
+    if sup.replicas(config) == 1:
+      assert tf.is_tensor(out)
+  sup.assert_nested_equal(*results)
+  assert results[0] == [10.0 + i for i in range(sup.replicas(config))]
+
+
+def test_experimental_run_warns_once_per_process():
+  s = v1.OneDeviceStrategy("/cpu:0")
+  had = "Strategy.experimental_run" in strategy_lib._warned  # pylint: disable=protected-access
+  strategy_lib._warned.discard("Strategy.experimental_run")  # pylint: disable=protected-access
+  try:
+    with warnings.catch_warnings(record=True) as caught:
+      warnings.simplefilter("always")
+      for _ in range(3):
+        s.experimental_run(_replica_value)
+    messages = [str(w.message) for w in caught
+                if "experimental_run" in str(w.message)]
+    assert messages == [
+        "Strategy.experimental_run is deprecated; use Strategy.run instead."]
+    assert caught[0].category is DeprecationWarning
+  finally:
+    if had:
+      strategy_lib._warned.add("Strategy.experimental_run")  # pylint: disable=protected-access
+
+
+def test_experimental_run_fn_needing_args_without_iterator():
+  s = v1.OneDeviceStrategy("/cpu:0")
+
+  def step(features, labels):
+    return features + labels
+
+  with pytest.raises(TypeError, match=r"'step' requires features, labels.*"
+                     r"make_dataset_iterator"):
+    s.experimental_run(step)
+  with pytest.raises(TypeError, match="requires x"):
+    s.experimental_run(tf.function(lambda x: x))
+  # Parameters with defaults are fine.
+  assert float(s.experimental_run(lambda x=2.0: tf.constant(x))) == 2.0
+
+
+def test_experimental_run_bad_arguments():
+  s = v1.OneDeviceStrategy("/cpu:0")
+  with pytest.raises(TypeError, match="callable"):
+    s.experimental_run(3)
+  with pytest.raises(TypeError, match=r"input iterator.*Dataset.*"
+                     r"make_dataset_iterator\(dataset\)"):
+    s.experimental_run(lambda x: x, tf.data.Dataset.range(3))
+
+
+# -- reduce, unwrap, colocate -------------------------------------------------
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_reduce_axis_defaults_to_none(config):
+  assert inspect.signature(v1.Strategy.reduce).parameters["axis"].default is None
+  results = []
+  for s in (make_ours(config), make_native(config)):
+    per_replica = s.run(lambda: _replica_value() * tf.ones([3]))
+    results.append([s.reduce("SUM", per_replica).numpy(),
+                    s.reduce(tf.distribute.ReduceOp.MEAN, per_replica).numpy(),
+                    s.reduce("SUM", per_replica, axis=0).numpy()])
+  sup.assert_nested_equal(*results)
+
+
+def test_unwrap_is_deprecated_local_results():
+  s = v1.OneDeviceStrategy("/cpu:0")
+  value = tf.constant(1.0)
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    assert s.unwrap(value) == (value,)
+
+
+def test_colocate_vars_with():
+  s = v1.OneDeviceStrategy("/cpu:1")
+  with s.scope():
+    v = tf.Variable(1.0)
+    with s.colocate_vars_with(v):
+      w = tf.Variable(2.0)
+  assert w.device == v.device == cpu(1)
+
+
+# -- update_config_proto and configure ----------------------------------------
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_update_config_proto_returns_modified_copy(config):
+  ours, native = make_ours(config), make_native(config)
+  original = tf.compat.v1.ConfigProto(allow_soft_placement=True,
+                                      device_count={"GPU": 0})
+  before = original.SerializeToString()
+  updated = ours.update_config_proto(original)
+  assert original.SerializeToString() == before  # a copy, not in place
+  assert updated is not original
+  assert updated.allow_soft_placement
+  assert updated.device_count["GPU"] == 0
+  assert updated.device_count["CPU"] == 4  # the 4 logical CPUs, never fewer
+  # Everything native sets is set the same way; only device_count differs.
+  expected = native.update_config_proto(original)
+  expected.device_count["CPU"] = updated.device_count["CPU"]
+  assert updated == expected
+
+
+def test_update_config_proto_counts_devices_the_strategy_uses():
+  s = v1.OneDeviceStrategy("/cpu:3")
+  assert dict(s.update_config_proto(
+      tf.compat.v1.ConfigProto()).device_count) == {"CPU": 4}
+  # A larger count the user chose is kept.
+  big = tf.compat.v1.ConfigProto(device_count={"CPU": 8})
+  assert s.update_config_proto(big).device_count["CPU"] == 8
+
+
+def test_update_config_proto_counts_devices_beyond_logical_ones():
+  s = v1.OneDeviceStrategy("/cpu:5")  # does not exist: reported, still counted
+  assert s.update_config_proto(
+      tf.compat.v1.ConfigProto()).device_count["CPU"] == 6
+
+
+@pytest.mark.parametrize("bad", [None, {"device_count": {"CPU": 2}},
+                                 "allow_soft_placement: true"])
+def test_update_config_proto_rejects_non_config_proto(bad):
+  s = v1.OneDeviceStrategy("/cpu:0")
+  with pytest.raises(TypeError, match=r"expects a tf.compat.v1.ConfigProto, "
+                     r"got .* Pass tf.compat.v1.ConfigProto\(\)"):
+    s.update_config_proto(bad)
+
+
+def test_configure_updates_session_config_in_place():
+  s = v1.OneDeviceStrategy("/cpu:2")
+  config = tf.compat.v1.ConfigProto()
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    assert s.configure(session_config=config) is None
+    assert config.device_count["CPU"] == 4
+    s.configure()  # nothing to do
+    with pytest.raises(ValueError, match="runs on one machine"):
+      s.configure(cluster_spec={"worker": ["localhost:2222"]},
+                  task_type="worker", task_id=0)
+
+
+# -- input: argument checks (the iterators themselves need the input package) --
+
+def test_make_input_fn_iterator_per_replica_is_rejected():
+  s = v1.OneDeviceStrategy("/cpu:0")
+  with pytest.raises(ValueError, match=r"supports only .*PER_WORKER.* got "
+                     r"<InputReplicationMode.PER_REPLICA"):
+    s.make_input_fn_iterator(lambda ctx: tf.data.Dataset.range(2),
+                             v1.InputReplicationMode.PER_REPLICA)
+  with pytest.raises(ValueError, match="Input replication mode"):
+    make_native("one_device").make_input_fn_iterator(
+        lambda ctx: tf.data.Dataset.range(2),
+        v1.InputReplicationMode.PER_REPLICA)
+
+
+def test_input_methods_reject_wrong_types():
+  s = v1.OneDeviceStrategy("/cpu:0")
+  with pytest.raises(TypeError, match="expects a callable"):
+    s.make_input_fn_iterator(tf.data.Dataset.range(2))
+  with pytest.raises(TypeError, match="expects a tf.data.Dataset"):
+    s.make_dataset_iterator(np.arange(4))
+
+
+# -- the v1 StrategyExtended methods ------------------------------------------
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_extended_flags_match_native(config):
+  ours, native = make_ours(config).extended, make_native(config).extended
+  for name in ("experimental_should_init", "should_checkpoint",
+               "should_save_summary", "experimental_between_graph"):
+    assert getattr(ours, name) == getattr(native, name), name
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_read_var_and_broadcast_to(config):
+  results = []
+  for s in (make_ours(config), make_native(config)):
+    with s.scope():
+      v = tf.Variable([1.0, 2.0])
+      read = s.extended.read_var(v)
+      assert tf.is_tensor(read) and not isinstance(read, tf.Variable)
+      assert s.extended.broadcast_to(3, "/cpu:0") == 3  # Python stays Python
+      sent = s.extended.broadcast_to(tf.constant([4.0]), v)
+      results.append([read.numpy(), tf.convert_to_tensor(sent).numpy()])
+  sup.assert_nested_equal(*results)
+
+
+def test_broadcast_to_needs_one_destination():
+  s = v1.OneDeviceStrategy("/cpu:0")
+  with pytest.raises(ValueError, match="one destination"):
+    s.extended.broadcast_to(tf.constant(1.0), ["/cpu:0", "/cpu:1"])
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_update_non_slot(config):
+  s = make_ours(config)
+  with s.scope():
+    v = tf.Variable(1.0)
+  devices = s.extended.non_slot_devices([v])
+  assert tf.DeviceSpec.from_string(devices[0]).device_index == (
+      1 if config == "one_device" else 0)
+  grouped = s.extended.update_non_slot(devices, lambda d: v.assign_add(d),
+                                       args=(2.0,))
+  assert float(v) == 3.0
+  ungrouped = s.extended.update_non_slot(
+      devices, lambda: tf.constant(5.0), group=False)
+  assert [float(x) for x in ungrouped] == [5.0] * len(
+      s.experimental_local_results(ungrouped))
+  del grouped
+  with s.scope():
+    with pytest.raises(RuntimeError, match="cross-replica"):
+      s.run(lambda: s.extended.update_non_slot(devices, lambda: 1.0))
+
+
+def test_run_steps_on_iterator_points_to_run():
+  s = v1.OneDeviceStrategy("/cpu:0")
+  with pytest.raises(NotImplementedError, match=r"strategy.run"):
+    s.extended.experimental_run_steps_on_iterator(lambda *a: a, None)

@@ -1,0 +1,136 @@
+"""A TF1-style training script, run in a subprocess by
+test_v1_session_script.py.
+
+It disables eager execution for the whole process (so it cannot run inside
+the pytest process), splits the CPU into 4 logical devices, and trains the
+same small linear model under ``compat_distribute.v1`` and under native
+``tf.compat.v1.distribute``.  It prints one JSON object: for each
+implementation, the per-step losses, the final variables, and whether the
+input ended with ``OutOfRangeError``.
+
+Usage: python v1_session_script.py CONFIG INPUT
+  CONFIG: one_device | central_storage/N
+  INPUT:  iterator (make_dataset_iterator) | input_fn (make_input_fn_iterator)
+          | constant (no iterator; each replica slices a constant)
+"""
+import json
+import os
+import sys
+import warnings
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np  # pylint: disable=g-import-not-at-top
+import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+tf.compat.v1.disable_eager_execution()
+tf.config.set_logical_device_configuration(
+    tf.config.list_physical_devices("CPU")[0],
+    [tf.config.LogicalDeviceConfiguration()] * 4)
+
+NATIVE = tf.compat.v1.distribute  # captured before importing the shim
+
+from compat_distribute import v1 as ours  # pylint: disable=g-import-not-at-top
+
+DATA = np.arange(32, dtype=np.float32).reshape(16, 2) / 10.0
+TARGETS = (DATA @ np.array([[2.0], [-1.0]], np.float32)) + 0.5
+GLOBAL_BATCH = 4
+
+
+def make(module, config):
+  if config == "one_device":
+    return module.OneDeviceStrategy("/cpu:1")
+  n = int(config.split("/")[1])
+  return module.experimental.CentralStorageStrategy(
+      compute_devices=[f"/cpu:{i}" for i in range(n)],
+      parameter_device="/cpu:0")
+
+
+def session_config(strategy, native):
+  config = strategy.update_config_proto(tf.compat.v1.ConfigProto())
+  if native:
+    config.device_count["CPU"] = 4  # native leaves it out; ours sets it
+  return config
+
+
+def build(strategy, input_kind):
+  """The graph: variables, an iterator, a step run per replica."""
+  dataset = tf.data.Dataset.from_tensor_slices((DATA, TARGETS))
+  iterator = None
+  if input_kind == "iterator":
+    iterator = strategy.make_dataset_iterator(dataset.batch(GLOBAL_BATCH))
+  elif input_kind == "input_fn":
+    def input_fn(ctx):
+      return dataset.batch(ctx.get_per_replica_batch_size(GLOBAL_BATCH))
+    iterator = strategy.make_input_fn_iterator(input_fn)
+
+  with strategy.scope():
+    w = tf.compat.v1.get_variable("w", shape=[2, 1],
+                                  initializer=tf.compat.v1.zeros_initializer())
+    b = tf.Variable(0.0, name="b")
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    optimizer = tf.compat.v1.train.GradientDescentOptimizer(0.05)
+
+    def step(inputs):
+      x, y = inputs
+      loss = tf.reduce_mean(tf.square(tf.matmul(x, w) + b - y))
+      with tf.control_dependencies([loss]):
+        train = optimizer.minimize(loss, global_step=global_step)
+      with tf.control_dependencies([train]):
+        return tf.identity(loss)
+
+    if iterator is None:
+      data = tf.constant(DATA)
+      targets = tf.constant(TARGETS)
+
+      def step_on_constant():
+        ctx = tf.distribute.get_replica_context()
+        per = GLOBAL_BATCH // ctx.num_replicas_in_sync
+        start = ctx.replica_id_in_sync_group * per
+        return step((tf.slice(data, tf.stack([start, 0]), [per, 2]),
+                     tf.slice(targets, tf.stack([start, 0]), [per, 1])))
+      per_replica_loss = strategy.experimental_run(step_on_constant)
+    else:
+      per_replica_loss = strategy.experimental_run(step, iterator)
+    loss = strategy.reduce("MEAN", per_replica_loss)
+  init = tf.compat.v1.global_variables_initializer()
+  return iterator, init, loss, [w, b, global_step]
+
+
+def train(module, config, input_kind, native):
+  graph = tf.Graph()
+  with graph.as_default():
+    strategy = make(module, config)
+    with warnings.catch_warnings():
+      warnings.simplefilter("ignore")
+      iterator, init, loss, variables = build(strategy, input_kind)
+    with tf.compat.v1.Session(
+        graph=graph, config=session_config(strategy, native)) as sess:
+      sess.run(init)
+      if iterator is not None:
+        sess.run(iterator.initialize())
+      losses, ended = [], False
+      for _ in range(16 // GLOBAL_BATCH + 2 if iterator is not None else 5):
+        try:
+          losses.append(float(sess.run(loss)))
+        except tf.errors.OutOfRangeError:
+          ended = True
+          break
+      final = [np.asarray(v).tolist() for v in sess.run(variables)]
+      again = None
+      if iterator is not None:
+        sess.run(iterator.initializer)  # re-initialise: starts over
+        again = float(sess.run(loss))
+  return {"losses": losses, "variables": final, "ended": ended,
+          "again": again, "type": type(strategy).__module__}
+
+
+def main():
+  config, input_kind = sys.argv[1], sys.argv[2]
+  result = {"ours": train(ours, config, input_kind, native=False),
+            "native": train(NATIVE, config, input_kind, native=True)}
+  print(json.dumps(result))
+
+
+if __name__ == "__main__":
+  main()
