@@ -30,16 +30,20 @@ usage: python -m compat_distribute run SCRIPT [ARGS...]
         TensorFlow and compare loss and time per step (demo --help: flags)
 """
 
-# Frames from these files are the runner's own, not the user's; they are cut
-# from the traceback of an exception the script raises.
-_RUNNER_FILES = frozenset(
-    os.path.normcase(os.path.abspath(f))
-    for f in (__file__, runpy.__file__))
+# Frames of this file and of runpy (which may be frozen, "<frozen runpy>")
+# are the runner's own, not the user's; they are cut from the traceback of an
+# exception the script raises.
+_RUNNER_FILE = os.path.normcase(os.path.abspath(__file__))
 
 
 def _is_runner_frame(tb) -> bool:
-  filename = tb.tb_frame.f_code.co_filename
-  return os.path.normcase(os.path.abspath(filename)) in _RUNNER_FILES
+  frame = tb.tb_frame
+  if frame.f_globals.get("__name__") == "runpy":
+    return True
+  filename = frame.f_code.co_filename
+  if filename.startswith("<frozen runpy"):
+    return True
+  return os.path.normcase(os.path.abspath(filename)) == _RUNNER_FILE
 
 
 def _script_traceback(tb):
@@ -67,9 +71,9 @@ def run_script(script: str, args: Sequence[str] = ()) -> int:
         f"compat_distribute run: can't open file {os.path.abspath(script)!r}:"
         " [Errno 2] No such file or directory\n")
     return 2
-  from compat_distribute import install as install_lib  # pylint: disable=g-import-not-at-top
+  from compat_distribute.install import install  # pylint: disable=g-import-not-at-top
   try:
-    installation = install_lib.install()
+    installation = install()
   except ImportError as e:
     sys.stderr.write(f"compat_distribute run: {e}\n")
     return 1
