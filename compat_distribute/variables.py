@@ -104,13 +104,14 @@ def _fix_collections(variable: tf.Variable, wrapper: "AggregatingVariable",
       tf.compat.v1.add_to_collections(_GraphKeys.GLOBAL_STEP, wrapper)
     return
   collections = list(collections)
-  if variable.trainable:
-    trainable = tf.compat.v1.get_collection_ref(
-        _GraphKeys.TRAINABLE_VARIABLES)
-    if any(v is variable for v in trainable):
-      trainable[:] = [v for v in trainable if v is not variable]
-    if _GraphKeys.TRAINABLE_VARIABLES not in collections:
-      collections.append(_GraphKeys.TRAINABLE_VARIABLES)
+  if variable.trainable and _GraphKeys.TRAINABLE_VARIABLES not in collections:
+    collections.append(_GraphKeys.TRAINABLE_VARIABLES)
+  # A creator that ignores `collections` (tf.Variable in a tf.Graph) has
+  # already filed the inner variable; the wrapper takes its place.
+  for key in (_GraphKeys.GLOBAL_VARIABLES, _GraphKeys.TRAINABLE_VARIABLES):
+    members = tf.compat.v1.get_collection_ref(key)
+    if any(v is variable for v in members):
+      members[:] = [v for v in members if v is not variable]
   tf.compat.v1.add_to_collections(collections, wrapper)
 
 
@@ -263,6 +264,15 @@ class AggregatingVariable(tf.Variable, tf.__internal__.types.Tensor):
 
   def __bool__(self) -> bool:
     return bool(self._v.read_value())
+
+  def __int__(self) -> int:
+    return int(self._v.read_value())
+
+  def __float__(self) -> float:
+    return float(self._v.read_value())
+
+  def __complex__(self) -> complex:
+    return complex(self._v.read_value())
 
   def _dense_var_to_tensor(self, dtype: Any = None, name: Any = None,
                            as_ref: bool = False) -> tf.Tensor:
