@@ -1,0 +1,336 @@
+"""The demo: one small classifier trained under compat_distribute and under
+native TensorFlow, side by side.
+
+``python -m compat_distribute demo [flags]`` splits the host CPU into
+``--replicas`` logical devices, makes a seeded synthetic 3-class problem
+(nothing is downloaded), trains the same model from the same initial weights
+under TensorFlow's strategy and under ours, and prints loss per epoch and
+median time per step for both.
+
+* ``--api v2``: a Keras ``Sequential`` model, ``compile`` + ``fit`` in the
+  strategy's scope (Keras' progress bar).
+* ``--api v1``: a TF1 graph-mode program -- ``tf.Graph``, v1 variables, a
+  ``tf.compat.v1.train`` optimizer, ``make_dataset_iterator``,
+  ``experimental_run`` and a ``tf.compat.v1.Session``.
+
+The formatting helpers are plain functions:
+
+>>> print(format_table(Result("ours", [0.5, 0.25], [1.0, 1.0], 0.9),
+...                    Result("native", [0.5, 0.25], [2.0, 2.0], 0.9)))
+epoch  loss ours   loss native  |diff|    ms/step ours  ms/step native  ours/native
+1      0.500000    0.500000     0.0e+00   1.000         2.000           0.50
+2      0.250000    0.250000     0.0e+00   1.000         2.000           0.50
+final accuracy: ours 0.9000, native 0.9000
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+from typing import Any, Optional, Sequence
+
+import numpy as np
+from absl import app
+from absl import flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_enum("strategy", "central_storage",
+                  ["one_device", "central_storage"],
+                  "Which strategy to train under (ours and TensorFlow's).")
+flags.DEFINE_integer(
+    "replicas", None, "Logical CPUs to create and replicas to train on "
+    "(central_storage; default 2). one_device always runs 1 replica.",
+    lower_bound=1)
+flags.DEFINE_integer("epochs", 3, "Epochs to train for.", lower_bound=1)
+flags.DEFINE_enum("api", "v2", ["v1", "v2"],
+                  "v2: Keras fit; v1: graph mode with a tf.compat.v1.Session.")
+flags.DEFINE_integer("seed", 0, "Seed for the data and the initial weights.")
+flags.DEFINE_integer("batch_size", 64, "Global batch size (split over the "
+                     "replicas).", lower_bound=1)
+flags.DEFINE_integer("samples", 1024, "Training examples to generate.",
+                     lower_bound=1)
+flags.DEFINE_string("json_out", None,
+                    "Also write the results as JSON to this file.")
+
+CLASSES = 3
+FEATURES = 8
+HIDDEN = 32
+LEARNING_RATE = 0.01
+
+
+@dataclasses.dataclass
+class Result:
+  """One training run: mean loss and median milliseconds per step for each
+  epoch, and the final training accuracy."""
+  label: str
+  losses: list[float]
+  ms_per_step: list[float]
+  accuracy: float
+
+
+@flags.multi_flags_validator(
+    ["strategy", "replicas"],
+    message="--strategy=one_device runs exactly one replica; drop --replicas "
+    "or use --strategy=central_storage for several.")
+def _one_device_has_one_replica(values: dict) -> bool:
+  return values["strategy"] != "one_device" or values["replicas"] in (None, 1)
+
+
+def make_data(seed: int, samples: int) -> tuple[np.ndarray, np.ndarray]:
+  """A seeded 3-class problem: Gaussian clusters in 8 dimensions, with a
+  non-linear twist so that a hidden layer helps.
+
+  >>> x, y = make_data(0, 6)
+  >>> x.shape, x.dtype, y.shape, sorted(set(y.tolist())) <= [0, 1, 2]
+  ((6, 8), dtype('float32'), (6,), True)
+  """
+  rng = np.random.RandomState(seed)
+  centers = rng.normal(scale=2.0, size=(CLASSES, FEATURES))
+  y = rng.randint(0, CLASSES, size=samples)
+  x = centers[y] + rng.normal(size=(samples, FEATURES))
+  x[:, 0] += np.sin(2.0 * x[:, 1])
+  return x.astype(np.float32), y.astype(np.int32)
+
+
+def configure_logical_cpus(count: int) -> None:
+  """Splits the host CPU into ``count`` logical devices; must run before
+  TensorFlow initialises its devices."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  cpu = tf.config.list_physical_devices("CPU")[0]
+  try:
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * count)
+  except RuntimeError as e:
+    have = len(tf.config.list_logical_devices("CPU"))
+    if have < count:
+      raise RuntimeError(
+          f"The demo needs {count} logical CPUs but TensorFlow is already "
+          f"initialised with {have} ({e}). Run the demo in a fresh process: "
+          "python -m compat_distribute demo --replicas "
+          f"{count}.") from e
+
+
+def make_strategy(impl: str, api: str, kind: str, replicas: int) -> Any:
+  """``impl`` "ours" or "native"; the v1 or v2 class of ``kind``."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  if impl == "ours":
+    if api == "v1":
+      from compat_distribute import v1 as module  # pylint: disable=g-import-not-at-top
+    else:
+      from compat_distribute import v2 as module  # pylint: disable=g-import-not-at-top
+  else:
+    module = tf.compat.v1.distribute if api == "v1" else tf.distribute
+  if kind == "one_device":
+    return module.OneDeviceStrategy("/cpu:0")
+  return module.experimental.CentralStorageStrategy(
+      compute_devices=[f"/cpu:{i}" for i in range(replicas)],
+      parameter_device="/cpu:0")
+
+
+def initial_weights(seed: int) -> list[np.ndarray]:
+  """Glorot-uniform kernels and zero biases for the v1 program's MLP."""
+  rng = np.random.RandomState(seed + 1)
+  sizes = [(FEATURES, HIDDEN), (HIDDEN, HIDDEN), (HIDDEN, CLASSES)]
+  weights = []
+  for fan_in, fan_out in sizes:
+    limit = np.sqrt(6.0 / (fan_in + fan_out))
+    weights.append(rng.uniform(-limit, limit, (fan_in, fan_out)).astype(
+        np.float32))
+    weights.append(np.zeros(fan_out, np.float32))
+  return weights
+
+
+def _epoch_summary(step_losses: list[float], step_times: list[float]):
+  return float(np.mean(step_losses)), 1000.0 * float(np.median(step_times))
+
+
+def train_v2(strategy: Any, label: str, data: tuple, epochs: int,
+             batch_size: int, seed: int) -> Result:
+  """Keras ``fit`` in ``strategy``'s scope, from seeded initial weights."""
+  import keras  # pylint: disable=g-import-not-at-top
+  x, y = data
+  times: list[list[float]] = []
+
+  class StepTimer(keras.callbacks.Callback):
+
+    def on_epoch_begin(self, epoch, logs=None):
+      times.append([])
+
+    def on_train_batch_begin(self, batch, logs=None):
+      self._start = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+      times[-1].append(time.perf_counter() - self._start)
+
+  keras.utils.set_random_seed(seed)
+  with strategy.scope():
+    model = keras.Sequential([
+        keras.Input((FEATURES,)),
+        keras.layers.Dense(HIDDEN, activation="relu"),
+        keras.layers.Dense(HIDDEN, activation="relu"),
+        keras.layers.Dense(CLASSES),
+    ])
+    model.compile(
+        optimizer=keras.optimizers.Adam(LEARNING_RATE),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"])
+  history = model.fit(x, y, batch_size=batch_size, epochs=epochs,
+                      shuffle=False, verbose=1, callbacks=[StepTimer()])
+  ms = [1000.0 * float(np.median(t)) for t in times]
+  return Result(label, [float(v) for v in history.history["loss"]], ms,
+                float(history.history["accuracy"][-1]))
+
+
+def train_v1(impl: str, kind: str, replicas: int, label: str, data: tuple,
+             epochs: int, batch_size: int, seed: int) -> Result:
+  """A TF1 graph-mode training program run with a ``Session``."""
+  import keras  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  v1 = tf.compat.v1
+  x, y = data
+  steps = len(x) // batch_size
+  with tf.Graph().as_default():
+    strategy = make_strategy(impl, "v1", kind, replicas)
+    with strategy.scope():
+      dataset = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(
+          batch_size, drop_remainder=True)
+      iterator = strategy.make_dataset_iterator(dataset)
+      params = [v1.get_variable(f"p{i}", initializer=w)
+                for i, w in enumerate(initial_weights(seed))]
+      optimizer = v1.train.AdamOptimizer(LEARNING_RATE)
+
+      def step_fn(inputs):
+        features, labels = inputs
+        h = features
+        for i in range(0, len(params), 2):
+          h = tf.matmul(h, params[i]) + params[i + 1]
+          if i + 2 < len(params):
+            h = tf.nn.relu(h)
+        loss = tf.reduce_mean(
+            tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
+                                                           logits=h))
+        correct = tf.reduce_mean(tf.cast(
+            tf.equal(tf.argmax(h, axis=1, output_type=tf.int32), labels),
+            tf.float32))
+        train_op = optimizer.minimize(loss / strategy.num_replicas_in_sync)
+        with tf.control_dependencies([train_op]):
+          return tf.identity(loss), tf.identity(correct)
+
+      per_replica = strategy.experimental_run(step_fn, iterator)
+      mean_loss, mean_correct = (
+          strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
+          for v in per_replica)
+      init = v1.global_variables_initializer()
+    config = v1.ConfigProto(device_count={"CPU": max(replicas, 1)})
+    config = strategy.update_config_proto(config)
+    losses, ms, accuracy = [], [], 0.0
+    with v1.Session(config=config) as session:
+      session.run(iterator.initialize())
+      session.run(init)
+      for epoch in range(epochs):
+        print(f"Epoch {epoch + 1}/{epochs}")
+        bar = keras.utils.Progbar(steps, stateful_metrics=["loss"])
+        step_losses, step_times, correct = [], [], []
+        for step in range(steps):
+          start = time.perf_counter()
+          loss_value, correct_value = session.run([mean_loss, mean_correct])
+          step_times.append(time.perf_counter() - start)
+          step_losses.append(float(loss_value))
+          correct.append(float(correct_value))
+          bar.update(step + 1, [("loss", float(np.mean(step_losses)))])
+        loss, step_ms = _epoch_summary(step_losses, step_times)
+        losses.append(loss)
+        ms.append(step_ms)
+        accuracy = float(np.mean(correct))
+  return Result(label, losses, ms, accuracy)
+
+
+def format_table(ours: Result, native: Result) -> str:
+  """The side-by-side table (loss and median ms/step per epoch)."""
+  header = (f"{'epoch':<7}{'loss ours':<12}{'loss native':<13}{'|diff|':<10}"
+            f"{'ms/step ours':<14}{'ms/step native':<16}ours/native")
+  lines = [header]
+  for i, (lo, ln, to, tn) in enumerate(zip(ours.losses, native.losses,
+                                           ours.ms_per_step,
+                                           native.ms_per_step)):
+    ratio = to / tn if tn else float("nan")
+    lines.append(f"{i + 1:<7}{lo:<12.6f}{ln:<13.6f}{abs(lo - ln):<10.1e}"
+                 f"{to:<14.3f}{tn:<16.3f}{ratio:.2f}")
+  lines.append(f"final accuracy: ours {ours.accuracy:.4f}, native "
+               f"{native.accuracy:.4f}")
+  return "\n".join(lines)
+
+
+def describe(kind: str, api: str, replicas: int) -> str:
+  name = ("OneDeviceStrategy" if kind == "one_device" else
+          "experimental.CentralStorageStrategy")
+  module = "tf.compat.v1.distribute" if api == "v1" else "tf.distribute"
+  return (f"{module}.{name}, {replicas} replica"
+          f"{'s' if replicas != 1 else ''} on {replicas} logical CPU"
+          f"{'s' if replicas != 1 else ''}")
+
+
+def run(kind: str, replicas: int, epochs: int, api: str, seed: int,
+        batch_size: int, samples: int) -> tuple[Result, Result]:
+  """Trains under native TensorFlow, then under ours; returns both."""
+  data = make_data(seed, samples)
+  results = {}
+  for impl, label in (("native", "native TF"), ("ours", "compat_distribute")):
+    print(f"\n== {label}: {describe(kind, api, replicas)} ==", flush=True)
+    if api == "v2":
+      strategy = make_strategy(impl, "v2", kind, replicas)
+      results[impl] = train_v2(strategy, label, data, epochs, batch_size,
+                               seed)
+    else:
+      results[impl] = train_v1(impl, kind, replicas, label, data, epochs,
+                               batch_size, seed)
+  return results["ours"], results["native"]
+
+
+def main(argv: Sequence[str]) -> int:
+  """absl entry point: flags are parsed into ``FLAGS`` already."""
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}. "
+                         "The demo takes only flags; see --help.")
+  kind, api = FLAGS.strategy, FLAGS.api
+  replicas = 1 if kind == "one_device" else (FLAGS.replicas or 2)
+  configure_logical_cpus(replicas)
+  print(f"compat_distribute demo: {FLAGS.samples} synthetic examples, "
+        f"{CLASSES} classes, global batch {FLAGS.batch_size}, "
+        f"{FLAGS.epochs} epoch{'s' if FLAGS.epochs != 1 else ''}, API {api}, "
+        f"seed {FLAGS.seed}")
+  ours, native = run(kind, replicas, FLAGS.epochs, api, FLAGS.seed,
+                     FLAGS.batch_size, FLAGS.samples)
+  print(f"\n{describe(kind, api, replicas)}: compat_distribute (ours) vs "
+        "native TensorFlow, same data and initial weights\n")
+  print(format_table(ours, native))
+  worst = max(abs(a - b) for a, b in zip(ours.losses, native.losses))
+  print(f"largest loss difference: {worst:.1e}")
+  if FLAGS.json_out:
+    with open(FLAGS.json_out, "w") as f:
+      json.dump({"strategy": kind, "api": api, "replicas": replicas,
+                 "ours": dataclasses.asdict(ours),
+                 "native": dataclasses.asdict(native)}, f, indent=2)
+  return 0
+
+
+def usage() -> str:
+  """What ``demo --help`` prints: what the demo does and its flags."""
+  summary = __doc__.split("The formatting helpers")[0].strip()
+  return (f"{summary}\n\nflags:\n"
+          f"{FLAGS.module_help(sys.modules[__name__])}\n")
+
+
+def run_from_command_line(argv: Optional[Sequence[str]] = None) -> int:
+  """Parses absl flags from ``argv`` (``argv[0]`` is the program name) and
+  runs the demo; exits the process like any absl program.
+
+  ``--help`` prints ``usage()`` and returns 0.
+  """
+  argv = list(sys.argv if argv is None else argv)
+  if any(a in ("-h", "--help", "--helpshort", "-help") for a in argv[1:]):
+    sys.stdout.write(usage())
+    return 0
+  app.run(main, argv=argv)
+  return 0

@@ -1,0 +1,59 @@
+"""tf-keras (Keras 2, ``TF_USE_LEGACY_KERAS=1``) under our strategies gives
+what it gives under TensorFlow's.
+
+Keras 2 must be chosen before TensorFlow is imported, so the runs happen in
+one subprocess (``fixtures/tf_keras_fit.py``) that trains the same seeded
+Dense + BatchNormalization model under every strategy named on its command
+line.  Unlike Keras 3, tf-keras gives BatchNormalization's moving statistics
+an aggregation, so it trains with several CentralStorage replicas too.
+"""
+import importlib.util
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+FIT = pathlib.Path(__file__).resolve().parent / "fixtures" / "tf_keras_fit.py"
+SPECS = ["one_device", "central_storage/1", "central_storage/2",
+         "central_storage/4"]
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("tf_keras") is None,
+    reason="tf-keras is not installed (tox installs it for the tests env: "
+    "pip install --no-deps tf-keras==2.21.0)")
+
+
+@pytest.fixture(scope="module")
+def runs():
+  env = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "3"}
+  args = [f"{impl}/{spec}" for spec in SPECS for impl in ("native", "ours")]
+  result = subprocess.run([sys.executable, str(FIT), *args], env=env,
+                          capture_output=True, text=True, timeout=600)
+  assert result.returncode == 0, result.stderr[-4000:]
+  return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_runs_used_keras_2(runs):
+  for spec, run in runs.items():
+    assert run["keras"].startswith("tf_keras"), (spec, run["keras"])
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_fit_evaluate_predict_match_native(runs, spec):
+  ours, native = runs[f"ours/{spec}"], runs[f"native/{spec}"]
+  assert ours["history"].keys() == native["history"].keys()
+  for key in native["history"]:
+    np.testing.assert_allclose(ours["history"][key], native["history"][key],
+                               rtol=1e-5, atol=1e-6, err_msg=key)
+  np.testing.assert_allclose(ours["evaluation"], native["evaluation"],
+                             rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(ours["predictions"], native["predictions"],
+                             rtol=1e-5, atol=1e-6)
+  assert len(ours["weights"]) == len(native["weights"]) == 8
+  for a, b in zip(ours["weights"], native["weights"]):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+  assert native["history"]["loss"][0] != native["history"]["loss"][-1]
