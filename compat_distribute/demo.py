@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import sys
 import time
+import warnings
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -288,6 +290,15 @@ def run(kind: str, replicas: int, epochs: int, api: str, seed: int,
   return results["ours"], results["native"]
 
 
+def _quiet_deprecations() -> None:
+  """The v1 API is deprecated by design; its notices would drown the demo's
+  output (both sides use the same calls)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  tf.get_logger().setLevel(logging.ERROR)
+  warnings.filterwarnings("ignore", category=DeprecationWarning)
+  warnings.filterwarnings("ignore", message=".*tf.data options.*")
+
+
 def main(argv: Sequence[str]) -> int:
   """absl entry point: flags are parsed into ``FLAGS`` already."""
   if len(argv) > 1:
@@ -296,6 +307,7 @@ def main(argv: Sequence[str]) -> int:
   kind, api = FLAGS.strategy, FLAGS.api
   replicas = 1 if kind == "one_device" else (FLAGS.replicas or 2)
   configure_logical_cpus(replicas)
+  _quiet_deprecations()
   print(f"compat_distribute demo: {FLAGS.samples} synthetic examples, "
         f"{CLASSES} classes, global batch {FLAGS.batch_size}, "
         f"{FLAGS.epochs} epoch{'s' if FLAGS.epochs != 1 else ''}, API {api}, "
