@@ -12,6 +12,7 @@ can replace ``tf.distribute`` wholesale.
 import tensorflow as _tf
 
 from compat_distribute.extended import Extended as StrategyExtended
+from compat_distribute.input import InputContext
 from compat_distribute.one_device import OneDeviceStrategy
 from compat_distribute.replica_context import ReplicaContext
 from compat_distribute.strategy import Strategy

@@ -2,7 +2,9 @@
 ``tf.distribute.experimental``; other names resolve to TensorFlow's own."""
 import tensorflow as _tf
 
-__all__ = []
+from compat_distribute.input import ValueContext
+
+__all__ = ["ValueContext"]
 
 
 def __getattr__(name):

@@ -1,0 +1,107 @@
+"""Building the host input pipeline and its ``Layout`` for a strategy.
+
+Everything here runs once per distributed dataset or input iterator; the
+per-step work is in ``fetch.py``.  The pipeline runs on the strategy's input
+device (``extended._input_device``) and ends in a ``prefetch`` of
+``buffer_size`` steps (``InputOptions.experimental_per_replica_buffer_size``).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import tensorflow as tf
+
+from compat_distribute.input import contexts
+from compat_distribute.input import layout as layout_lib
+from compat_distribute.input import options as options_lib
+from compat_distribute.input import rebatch
+
+
+class NotADatasetError(TypeError, ValueError):
+  """An input function returned something that is not a ``tf.data.Dataset``.
+
+  Native TensorFlow raises ``ValueError`` for ``make_input_fn_iterator``;
+  this error is both a ``TypeError`` and a ``ValueError``.
+  """
+
+
+def _layout(extended: Any, kind: str,
+            settings: options_lib.InputSettings) -> layout_lib.Layout:
+  devices = tuple(extended.worker_devices)
+  return layout_lib.Layout(kind if len(devices) > 1 else "whole", devices,
+                           extended._input_device,  # pylint: disable=protected-access
+                           settings.fetch_to_device)
+
+
+def _prefetch(dataset: tf.data.Dataset, steps: int) -> tf.data.Dataset:
+  return dataset.prefetch(steps) if steps > 0 else dataset
+
+
+def check_dataset(dataset: Any, method: str) -> None:
+  """Raises ``TypeError`` unless ``dataset`` is a ``tf.data.Dataset``."""
+  if not isinstance(dataset, tf.data.Dataset):
+    raise TypeError(
+        f"{method} expects a tf.data.Dataset of global batches, got "
+        f"{dataset!r} of type {type(dataset).__name__}. Build one with "
+        "tf.data, e.g. tf.data.Dataset.from_tensor_slices(x).batch("
+        "global_batch_size); to build it per input pipeline, use "
+        "distribute_datasets_from_function(dataset_fn).")
+
+
+def split_pipeline(extended: Any, dataset: tf.data.Dataset,
+                   settings: options_lib.InputSettings,
+                   method: str) -> tuple[layout_lib.Layout, tf.data.Dataset]:
+  """The pipeline for a dataset of global batches (one element per step)."""
+  check_dataset(dataset, method)
+  layout = _layout(extended, "rounds", settings)
+  with tf.device(layout.host):
+    if layout.kind == "rounds":
+      dataset = rebatch.split_dataset(dataset, layout.num_replicas, method)
+    return layout, _prefetch(dataset, settings.buffer_size)
+
+
+def input_context(extended: Any) -> contexts.InputContext:
+  """The context given to ``dataset_fn``: one pipeline for all replicas."""
+  return contexts.InputContext(
+      num_input_pipelines=1, input_pipeline_id=0,
+      num_replicas_in_sync=extended._num_replicas_in_sync)  # pylint: disable=protected-access
+
+
+def call_input_fn(extended: Any, fn: Callable[[Any], Any], method: str,
+                  allow_callable: bool = False) -> Any:
+  """Calls ``fn(InputContext)`` once on the input device and checks it
+  returned a dataset (or, if allowed, a callable)."""
+  if not callable(fn):
+    raise TypeError(
+        f"{method} expects a function input_context -> tf.data.Dataset, got "
+        f"{fn!r} of type {type(fn).__name__}.")
+  with tf.device(extended._input_device):  # pylint: disable=protected-access
+    result = fn(input_context(extended))
+  if isinstance(result, tf.data.Dataset):
+    return result
+  if allow_callable and callable(result):
+    return result
+  also = " (or a callable returning the next element)" if allow_callable else ""
+  raise NotADatasetError(
+      f"{method}: the input function must return a tf.data.Dataset{also}, "
+      f"but it returned {result!r} of type {type(result).__name__}. Return "
+      "the dataset itself, batched per replica, e.g. tf.data.Dataset."
+      "from_tensor_slices(x).batch(input_context.get_per_replica_batch_size("
+      "global_batch_size)).")
+
+
+def stream_pipeline(extended: Any, dataset: tf.data.Dataset,
+                    settings: options_lib.InputSettings
+                    ) -> tuple[layout_lib.Layout, tf.data.Dataset]:
+  """The pipeline for a dataset of per-replica batches (one per replica
+  per step, handed out in replica order)."""
+  layout = _layout(extended, "stream", settings)
+  with tf.device(layout.host):
+    return layout, _prefetch(dataset,
+                             settings.buffer_size * layout.num_replicas)
+
+
+def callable_layout(extended: Any) -> layout_lib.Layout:
+  """The layout for an input function that returned a callable: it is
+  called once per replica per step."""
+  return _layout(extended, "stream", options_lib.InputSettings())

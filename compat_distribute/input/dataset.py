@@ -1,0 +1,126 @@
+"""``DistributedDataset``: a re-iterable source of steps for all replicas.
+
+It holds the host ``tf.data`` pipeline that ``build.py`` prepared (global
+batches already split for ``experimental_distribute_dataset``); each
+``iter()`` starts a fresh ``DistributedIterator`` from the beginning.  It is
+a composite tensor (its component is the host dataset), so it can be a
+``tf.function`` argument and a ``for`` loop inside one iterates over it.
+
+>>> import tensorflow as tf
+>>> from compat_distribute import v2 as distribute
+>>> strategy = distribute.OneDeviceStrategy("/cpu:0")
+>>> dist = strategy.experimental_distribute_dataset(
+...     tf.data.Dataset.range(6).batch(3))
+>>> [x.numpy().tolist() for x in dist]
+[[0, 1, 2], [3, 4, 5]]
+>>> @tf.function
+... def total(dataset):
+...   result = tf.constant(0, tf.int64)
+...   for x in dataset:
+...     result += tf.reduce_sum(x)
+...   return result
+>>> total(dist)
+<tf.Tensor: shape=(), dtype=int64, numpy=15>
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import tensorflow as tf
+
+from compat_distribute.input import iterator as iterator_lib
+from compat_distribute.input import layout as layout_lib
+
+_CompositeTensor = tf.__internal__.CompositeTensor
+
+
+class DistributedDataset(tf.distribute.DistributedDataset, _CompositeTensor):
+  """Steps of input for all replicas; iterate it (several times if you
+  like) in eager mode or inside a ``tf.function``."""
+
+  def __init__(self, layout: layout_lib.Layout,  # pylint: disable=super-init-not-called
+               host_dataset: tf.data.Dataset) -> None:
+    self._layout = layout
+    self._host = host_dataset
+
+  def __repr__(self) -> str:
+    return (f"DistributedDataset(kind={self._layout.kind!r}, "
+            f"devices={self._layout.devices!r}, "
+            f"element_spec={self.element_spec!r})")
+
+  def __iter__(self) -> iterator_lib.DistributedIterator:
+    if not (tf.executing_eagerly() or tf.inside_function()):
+      raise RuntimeError(
+          "A DistributedDataset can be iterated only eagerly or inside a "
+          "tf.function, not while building a TF1 graph. In graph mode use "
+          "strategy.make_dataset_iterator(dataset) (compat_distribute.v1) "
+          "and run its initializer in your session.")
+    with tf.device(self._layout.host):
+      host_iterator = iter(self._host)
+    return iterator_lib.DistributedIterator(self._layout, host_iterator,
+                                            self._host.element_spec)
+
+  @property
+  def element_spec(self) -> Any:
+    """The ``TypeSpec`` structure of one step's input: the dataset's with
+    one replica, a ``PerReplicaSpec`` at every leaf with several."""
+    return self._layout.element_spec(self._host.element_spec)
+
+  def reduce(self, initial_state: Any,
+             reduce_func: Callable[[Any, Any], Any]) -> Any:
+    """Folds ``reduce_func(state, step_input)`` over every step.
+
+    This is also how a ``for`` loop over the dataset runs inside a
+    ``tf.function``.
+    """
+    iterator = iter(self)
+
+    def has_more(optional, state):
+      del state
+      return optional.has_value()
+
+    def body(optional, state):
+      state = reduce_func(state, optional.get_value())
+      return iterator.get_next_as_optional(), state
+
+    _, state = tf.while_loop(
+        has_more, body, (iterator.get_next_as_optional(), initial_state),
+        parallel_iterations=1)
+    return state
+
+  @property
+  def _type_spec(self) -> "DistributedDatasetSpec":
+    return DistributedDatasetSpec(self._layout.as_tuple(),
+                                  self._host.element_spec)
+
+
+class DistributedDatasetSpec(tf.TypeSpec):
+  """``TypeSpec`` of ``DistributedDataset``: layout plus host element spec."""
+
+  __slots__ = ("_layout_tuple", "_host_spec")
+
+  def __init__(self, layout_tuple: tuple[Any, ...], host_spec: Any) -> None:
+    self._layout_tuple = tuple(layout_tuple)
+    self._host_spec = host_spec
+
+  @property
+  def value_type(self) -> type:
+    return DistributedDataset
+
+  def _serialize(self) -> tuple[Any, ...]:
+    return (self._layout_tuple, self._host_spec)
+
+  @property
+  def _component_specs(self) -> tuple[tf.TypeSpec, ...]:
+    return (tf.data.DatasetSpec(self._host_spec),)
+
+  def _to_components(self, value: DistributedDataset) -> tuple[Any, ...]:
+    return (value._host,)  # pylint: disable=protected-access
+
+  def _from_components(self, components: Any) -> DistributedDataset:
+    return DistributedDataset(layout_lib.Layout.from_tuple(self._layout_tuple),
+                              components[0])
+
+  def __repr__(self) -> str:
+    return (f"DistributedDatasetSpec(layout={self._layout_tuple!r}, "
+            f"host_spec={self._host_spec!r})")

@@ -1,0 +1,108 @@
+"""Reading one step of input from a host iterator, per ``Layout``.
+
+Both the TF2 ``DistributedIterator`` and the v1 input iterators read steps
+through these two functions; they differ only in the host iterator they
+pass in (``get_next`` / ``get_next_as_optional`` callables).
+
+End of input, as TensorFlow 2.21 does it (measured):
+
+* ``next_step`` raises ``OutOfRangeError`` when the host iterator is
+  exhausted.  For a ``"stream"`` layout that includes a last round in which
+  only some replicas would get an element: the round is not returned.
+* ``next_optional`` returns an empty Optional at the end, but gives a last
+  incomplete ``"stream"`` round with empty values for the replicas that got
+  nothing (this is what ``for`` loops inside ``tf.function`` see).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import tensorflow as tf
+
+from compat_distribute.input import layout as layout_lib
+
+Optional = tf.experimental.Optional
+
+
+def _after(previous: Any, make: Callable[[], Any]) -> Any:
+  """``make()`` ordered after ``previous`` when building a graph.
+
+  Several reads from one iterator in a graph (outside ``tf.function``,
+  which orders stateful ops itself) would otherwise run in any order, and
+  replicas could get each other's elements.
+  """
+  if previous is None or tf.executing_eagerly():
+    return make()
+  with tf.control_dependencies(
+      tf.nest.flatten(previous, expand_composites=True)):
+    return make()
+
+
+def _read_stream(read: Callable[[], Any], n: int) -> list[Any]:
+  values, previous = [], None
+  for _ in range(n):
+    previous = _after(previous, read)
+    values.append(previous)
+  return values
+
+
+def next_step(layout: layout_lib.Layout, get_next: Callable[[], Any]) -> Any:
+  """The next step's input: a plain value (one replica) or ``PerReplica``s."""
+  targets = layout.targets
+  if layout.kind == "whole":
+    return layout_lib.place(get_next(), targets[0])
+  if layout.kind == "rounds":
+    pieces = get_next()
+  else:
+    pieces = _read_stream(get_next, len(targets))
+  return layout_lib.regroup(
+      [layout_lib.place(p, t) for p, t in zip(pieces, targets)])
+
+
+def _placed(layout: layout_lib.Layout, value: Any) -> Any:
+  targets = layout.targets
+  if layout.kind == "whole":
+    return layout_lib.place(value, targets[0])
+  return layout_lib.regroup(
+      [layout_lib.place(p, t) for p, t in zip(value, targets)])
+
+
+def _value_or_dummy(opt: Any, host_spec: Any) -> Any:
+  if tf.executing_eagerly():
+    return opt.get_value() if opt.has_value() else layout_lib.dummy(host_spec)
+  return tf.cond(opt.has_value(), opt.get_value,
+                 lambda: layout_lib.dummy(host_spec))
+
+
+def next_optional(layout: layout_lib.Layout,
+                  get_next_as_optional: Callable[[], Any],
+                  host_spec: Any) -> Any:
+  """The next step's input as a ``tf.experimental.Optional``.
+
+  Args:
+    layout: how steps are laid out.
+    get_next_as_optional: reads the host iterator's next element as an
+      Optional.
+    host_spec: the host dataset's element spec.
+  """
+  spec = layout.element_spec(host_spec)
+  if layout.kind == "stream":
+    optionals = _read_stream(get_next_as_optional, layout.num_replicas)
+    has_value = optionals[0].has_value()
+
+    def value() -> Any:
+      return _placed(layout, [_value_or_dummy(o, host_spec)
+                              for o in optionals])
+  else:
+    opt = get_next_as_optional()
+    if all(t is None for t in layout.targets) and layout.kind == "whole":
+      return opt
+    has_value = opt.has_value()
+
+    def value() -> Any:
+      return _placed(layout, opt.get_value())
+
+  if tf.executing_eagerly():
+    return Optional.from_value(value()) if has_value else Optional.empty(spec)
+  return tf.cond(has_value, lambda: Optional.from_value(value()),
+                 lambda: Optional.empty(spec))

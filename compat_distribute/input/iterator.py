@@ -1,0 +1,128 @@
+"""``DistributedIterator``: steps of input for all replicas, and its TypeSpec.
+
+An iterator wraps one ``tf.data`` iterator on the input host (see
+``layout.py`` for how its elements map to replicas).  It is a composite
+tensor whose only component is that host iterator, so it can be passed to a
+``tf.function``; its ``TypeSpec`` depends only on the layout and the element
+spec, so passing it again does not retrace.
+
+>>> import tensorflow as tf
+>>> from compat_distribute import v2 as distribute
+>>> strategy = distribute.OneDeviceStrategy("/cpu:0")
+>>> it = iter(strategy.experimental_distribute_dataset(
+...     tf.data.Dataset.range(4).batch(2)))
+>>> next(it)
+<tf.Tensor: shape=(2,), dtype=int64, numpy=array([0, 1])>
+>>> it.get_next_as_optional().get_value()
+<tf.Tensor: shape=(2,), dtype=int64, numpy=array([2, 3])>
+>>> it.get_next_as_optional().has_value()
+<tf.Tensor: shape=(), dtype=bool, numpy=False>
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import tensorflow as tf
+
+from compat_distribute.input import fetch
+from compat_distribute.input import layout as layout_lib
+
+_CompositeTensor = tf.__internal__.CompositeTensor
+
+
+def check_cross_replica(method: str) -> None:
+  """Input is read in cross-replica context, never inside ``run``'s fn."""
+  if tf.distribute.has_strategy() and not tf.distribute.in_cross_replica_context():
+    raise ValueError(
+        f"{method} was called inside a replica function. Read the input "
+        "outside and pass it in: strategy.run(step_fn, "
+        "args=(next(iterator),)).")
+
+
+class DistributedIterator(tf.distribute.DistributedIterator, _CompositeTensor):
+  """Iterates over a ``DistributedDataset``: one step of input per call.
+
+  With one replica each step is the dataset's element itself; with several
+  it is the same structure with a ``PerReplica`` at every leaf.
+  """
+
+  def __init__(self, layout: layout_lib.Layout, host_iterator: Any,  # pylint: disable=super-init-not-called
+               host_spec: Any) -> None:
+    self._layout = layout
+    self._host = host_iterator
+    self._host_spec = host_spec
+
+  def __repr__(self) -> str:
+    return (f"DistributedIterator(kind={self._layout.kind!r}, "
+            f"devices={self._layout.devices!r}, "
+            f"element_spec={self.element_spec!r})")
+
+  def __iter__(self) -> "DistributedIterator":
+    return self
+
+  def __next__(self) -> Any:
+    try:
+      return self.get_next()
+    except tf.errors.OutOfRangeError:
+      raise StopIteration from None
+
+  def next(self) -> Any:
+    """Same as ``next(iterator)``."""
+    return self.__next__()
+
+  def get_next(self, name: Optional[str] = None) -> Any:
+    """The next step's input.
+
+    Raises:
+      tf.errors.OutOfRangeError: the input is exhausted.
+    """
+    del name
+    check_cross_replica("DistributedIterator.get_next")
+    return fetch.next_step(self._layout, self._host.get_next)
+
+  def get_next_as_optional(self) -> tf.experimental.Optional:
+    """The next step's input as an Optional (empty at the end)."""
+    check_cross_replica("DistributedIterator.get_next_as_optional")
+    return fetch.next_optional(self._layout, self._host.get_next_as_optional,
+                               self._host_spec)
+
+  @property
+  def element_spec(self) -> Any:
+    """The ``TypeSpec`` structure of one step's input."""
+    return self._layout.element_spec(self._host_spec)
+
+  @property
+  def _type_spec(self) -> "DistributedIteratorSpec":
+    return DistributedIteratorSpec(self._layout.as_tuple(), self._host_spec)
+
+
+class DistributedIteratorSpec(tf.TypeSpec):
+  """``TypeSpec`` of ``DistributedIterator``: layout plus host element spec."""
+
+  __slots__ = ("_layout_tuple", "_host_spec")
+
+  def __init__(self, layout_tuple: tuple[Any, ...], host_spec: Any) -> None:
+    self._layout_tuple = tuple(layout_tuple)
+    self._host_spec = host_spec
+
+  @property
+  def value_type(self) -> type:
+    return DistributedIterator
+
+  def _serialize(self) -> tuple[Any, ...]:
+    return (self._layout_tuple, self._host_spec)
+
+  @property
+  def _component_specs(self) -> tuple[tf.TypeSpec, ...]:
+    return (tf.data.IteratorSpec(self._host_spec),)
+
+  def _to_components(self, value: DistributedIterator) -> tuple[Any, ...]:
+    return (value._host,)  # pylint: disable=protected-access
+
+  def _from_components(self, components: Any) -> DistributedIterator:
+    return DistributedIterator(layout_lib.Layout.from_tuple(self._layout_tuple),
+                               components[0], self._host_spec)
+
+  def __repr__(self) -> str:
+    return (f"DistributedIteratorSpec(layout={self._layout_tuple!r}, "
+            f"host_spec={self._host_spec!r})")

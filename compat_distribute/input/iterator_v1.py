@@ -1,0 +1,132 @@
+"""The v1 input iterator of ``make_dataset_iterator`` / ``make_input_fn_iterator``.
+
+In graph mode it wraps an initializable ``tf.data`` iterator: build
+``get_next()`` into the graph, run ``initializer`` (or the ops
+``initialize()`` returns) in the session, then run the step.  Running a step
+before the initializer fails at once with TensorFlow's
+``FailedPreconditionError`` ("... iterator has not been initialized"); it
+never blocks.  Running the initializer again restarts the input.  Eagerly
+the iterator is ready as soon as it is made and ``initialize()`` restarts it.
+
+>>> import tensorflow as tf
+>>> from compat_distribute import v1 as distribute
+>>> strategy = distribute.OneDeviceStrategy("/cpu:0")
+>>> it = strategy.make_dataset_iterator(tf.data.Dataset.range(4).batch(2))
+>>> it.initialize()
+[]
+>>> it.get_next()
+<tf.Tensor: shape=(2,), dtype=int64, numpy=array([0, 1])>
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import tensorflow as tf
+
+from compat_distribute.input import fetch
+from compat_distribute.input import iterator as iterator_lib
+from compat_distribute.input import layout as layout_lib
+
+
+class InputIterator:
+  """Steps of input for all replicas, for the v1 API (graph or eager).
+
+  Args:
+    layout: how host elements map to replicas.
+    source: the host ``tf.data.Dataset``, or a callable returning the next
+      element (``make_input_fn_iterator``'s input_fn may return one).
+  """
+
+  def __init__(self, layout: layout_lib.Layout, source: Any) -> None:
+    self._layout = layout
+    # A TF1 graph (not eager, not a tf.function being traced).
+    self._graph = not (tf.executing_eagerly() or tf.inside_function())
+    if isinstance(source, tf.data.Dataset):
+      self._dataset = source
+      self._fn: Optional[Callable[[], Any]] = None
+      self._host_spec = source.element_spec
+      self._host = self._make_host_iterator()
+    else:
+      self._dataset = None
+      self._fn = source
+      self._host_spec = None
+      self._host = None
+
+  def _make_host_iterator(self) -> Any:
+    with tf.device(self._layout.host):
+      if self._graph:
+        return tf.compat.v1.data.make_initializable_iterator(self._dataset)
+      return iter(self._dataset)
+
+  def __repr__(self) -> str:
+    source = "dataset" if self._fn is None else f"callable {self._fn!r}"
+    return (f"InputIterator(kind={self._layout.kind!r}, "
+            f"devices={self._layout.devices!r}, source={source}, "
+            f"mode={'graph' if self._graph else 'eager'})")
+
+  # -- initialisation -------------------------------------------------------
+
+  def initialize(self) -> list[Any]:
+    """The ops that (re)start the input: run them in your session before
+    the first step.  Eagerly this restarts the input and returns ``[]``."""
+    if self._host is None:
+      return []
+    if self._graph:
+      return [self._host.initializer]
+    self._host = self._make_host_iterator()
+    return []
+
+  @property
+  def initializer(self) -> Any:
+    """One op that (re)starts the input (graph mode); eagerly, restarts it
+    and is ``[]`` like ``initialize()``."""
+    if self._graph and self._host is not None:
+      return self._host.initializer
+    return self.initialize()
+
+  # -- reading --------------------------------------------------------------
+
+  def get_next(self, name: Optional[str] = None) -> Any:
+    """The next step's input: one value (one replica) or ``PerReplica``s.
+
+    In graph mode this adds the read to the graph; each run of the result
+    consumes one step.
+    """
+    del name
+    iterator_lib.check_cross_replica("InputIterator.get_next")
+    if self._fn is not None:
+      return fetch.next_step(self._layout, self._fn)
+    return fetch.next_step(self._layout, self._host.get_next)
+
+  def get_next_as_optional(self) -> tf.experimental.Optional:
+    """The next step's input as an Optional (empty at the end)."""
+    iterator_lib.check_cross_replica("InputIterator.get_next_as_optional")
+    if self._fn is not None:
+      return tf.experimental.Optional.from_value(self.get_next())
+    if self._graph:
+      read = lambda: tf.data.experimental.get_next_as_optional(self._host)
+    else:
+      read = self._host.get_next_as_optional
+    return fetch.next_optional(self._layout, read, self._host_spec)
+
+  @property
+  def element_spec(self) -> Any:
+    """The ``TypeSpec`` structure of one step's input (None for a callable
+    source, whose elements are only known once read)."""
+    if self._host_spec is None:
+      return None
+    return self._layout.element_spec(self._host_spec)
+
+  def __iter__(self) -> "InputIterator":
+    return self
+
+  def __next__(self) -> Any:
+    if self._graph:
+      raise TypeError(
+          "A graph-mode InputIterator cannot be looped over in Python; build "
+          "`get_next()` into the graph once and run it in the session once "
+          "per step.")
+    try:
+      return self.get_next()
+    except tf.errors.OutOfRangeError:
+      raise StopIteration from None

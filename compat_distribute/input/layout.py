@@ -1,0 +1,137 @@
+"""Where input comes from and goes to, and how a step's values are shaped.
+
+A ``Layout`` is the static description shared by distributed datasets,
+their iterators and the v1 input iterators:
+
+* ``kind`` -- how one step is read from the host dataset:
+  ``"whole"`` (one replica: one element is the step's input),
+  ``"rounds"`` (several replicas: one element is an ``n``-tuple holding every
+  replica's piece of a split global batch) or ``"stream"`` (several replicas:
+  ``n`` consecutive elements, one per replica, as from a ``dataset_fn``).
+* ``devices`` -- the replicas' compute devices, in replica order.
+* ``host`` -- the input device the pipeline runs on.
+* ``fetch_to_device`` -- copy each replica's value to its device (else it
+  stays on ``host``).
+
+It serialises to a tuple of primitives so that ``TypeSpec``\\ s can carry it.
+
+>>> layout = Layout("rounds", ("/device:CPU:0", "/device:CPU:1"),
+...                 "/device:CPU:0", True)
+>>> layout.targets
+(None, '/device:CPU:1')
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Sequence
+
+import tensorflow as tf
+
+from compat_distribute import values as values_lib
+
+KINDS = ("whole", "rounds", "stream")
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+  """Static facts about how input reaches the replicas (see module doc)."""
+  kind: str
+  devices: tuple[str, ...]
+  host: str
+  fetch_to_device: bool
+
+  def __post_init__(self) -> None:
+    if self.kind not in KINDS:
+      raise ValueError(f"Layout kind must be one of {KINDS}, got {self.kind!r}.")
+
+  @property
+  def num_replicas(self) -> int:
+    return len(self.devices)
+
+  @functools.cached_property
+  def targets(self) -> tuple[Any, ...]:
+    """Per replica: the device to copy its value to, or None (stays put)."""
+    if not self.fetch_to_device:
+      return (None,) * len(self.devices)
+    return tuple(None if d == self.host else d for d in self.devices)
+
+  def as_tuple(self) -> tuple[Any, ...]:
+    return (self.kind, self.devices, self.host, self.fetch_to_device)
+
+  @staticmethod
+  @functools.lru_cache(maxsize=256)
+  def from_tuple(serialized: tuple[Any, ...]) -> "Layout":
+    kind, devices, host, fetch = serialized
+    return Layout(kind, tuple(devices), host, bool(fetch))
+
+  def element_spec(self, host_spec: Any) -> Any:
+    """The spec of one step's value, given the host dataset's element spec."""
+    if self.kind == "whole":
+      return host_spec
+    if self.kind == "rounds":
+      per_replica = host_spec
+    else:
+      per_replica = (host_spec,) * self.num_replicas
+    return regroup_specs(per_replica)
+
+
+def regroup_specs(per_replica: Sequence[Any]) -> Any:
+  """One structure of ``PerReplicaSpec`` from ``n`` structures of specs."""
+  flat = [tf.nest.flatten(s) for s in per_replica]
+  return tf.nest.pack_sequence_as(
+      per_replica[0], [values_lib.PerReplicaSpec(*leaves)
+                       for leaves in zip(*flat)])
+
+
+def regroup(per_replica: Sequence[Any]) -> Any:
+  """One structure of ``PerReplica`` from ``n`` same-structured values."""
+  first = per_replica[0]
+  if not tf.nest.is_nested(first):
+    return values_lib.PerReplica(per_replica)
+  flat = [tf.nest.flatten(v) for v in per_replica]
+  return tf.nest.pack_sequence_as(
+      first, [values_lib.PerReplica(leaves) for leaves in zip(*flat)])
+
+
+def _identity(x: Any) -> Any:
+  return tf.nest.map_structure(tf.identity, x, expand_composites=True)
+
+
+def place(value: Any, device: Any) -> Any:
+  """``value`` copied onto ``device``; unchanged when ``device`` is None."""
+  if device is None:
+    return value
+  with tf.device(device):
+    if isinstance(value, tf.Tensor):
+      return tf.identity(value)
+    return tf.nest.map_structure(_identity, value)
+
+
+def dummy(spec: Any) -> Any:
+  """An empty value for a replica that got no data, matching ``spec``.
+
+  Unknown dimensions become 0; with a fully known shape the first dimension
+  is taken for the batch dimension and set to 0.
+  """
+  def make(s: tf.TypeSpec) -> Any:
+    if s.shape.rank is None:
+      dims = []
+    else:
+      dims = [d if d is not None else 0 for d in s.shape.as_list()]
+    if dims and s.shape.is_fully_defined():
+      dims[0] = 0
+    if isinstance(s, tf.SparseTensorSpec):
+      return tf.SparseTensor(tf.zeros([0, len(dims)], tf.int64),
+                             tf.zeros([0], s.dtype), dims)
+    if isinstance(s, tf.RaggedTensorSpec):
+      flat_dims = [0] + dims[1 + s.ragged_rank:]
+      splits = [tf.zeros([1], s.row_splits_dtype)] * s.ragged_rank
+      return tf.RaggedTensor.from_nested_row_splits(
+          tf.zeros(flat_dims, s.dtype), splits, validate=False)
+    if isinstance(s, tf.TensorSpec):
+      return tf.zeros(dims, s.dtype)
+    raise TypeError(
+        f"Cannot make an empty value for a replica with no data: unsupported "
+        f"component spec {s!r}. Use tensors, ragged or sparse tensors.")
+  return tf.nest.map_structure(make, spec)

@@ -1,0 +1,75 @@
+"""Checking ``tf.distribute.InputOptions`` and turning them into settings.
+
+What each field does here (single machine, one input pipeline):
+
+* ``experimental_fetch_to_device`` -- honoured: True (default) puts each
+  replica's batch on its compute device, False leaves it on the input host.
+* ``experimental_per_replica_buffer_size`` -- honoured: how many steps of
+  input are prefetched on the host (default 1).
+* ``experimental_replication_mode`` -- only ``PER_WORKER`` (one input
+  pipeline for all replicas); ``PER_REPLICA`` raises ``NotImplementedError``.
+* ``experimental_place_dataset_on_device`` -- only meaningful with
+  ``PER_REPLICA``; setting it raises ``ValueError``.
+
+>>> settings_from(None, "experimental_distribute_dataset")
+InputSettings(fetch_to_device=True, buffer_size=1)
+>>> settings_from(tf.distribute.InputOptions(experimental_fetch_to_device=False),
+...               "experimental_distribute_dataset")
+InputSettings(fetch_to_device=False, buffer_size=1)
+"""
+from __future__ import annotations
+
+import dataclasses
+import numbers
+from typing import Any
+
+import tensorflow as tf
+
+
+@dataclasses.dataclass(frozen=True)
+class InputSettings:
+  """The options that matter once validated."""
+  fetch_to_device: bool = True
+  buffer_size: int = 1
+
+
+def settings_from(options: Any, method: str) -> InputSettings:
+  """Validates ``options`` (an ``InputOptions`` or None) for ``method``.
+
+  Raises:
+    TypeError: ``options`` is not a ``tf.distribute.InputOptions``.
+    NotImplementedError: ``PER_REPLICA`` replication was asked for.
+    ValueError: ``experimental_place_dataset_on_device`` is set, or the
+      buffer size is not a non-negative int.
+  """
+  if options is None:
+    return InputSettings()
+  if not isinstance(options, tf.distribute.InputOptions):
+    raise TypeError(
+        f"{method}: `options` must be a tf.distribute.InputOptions or None, "
+        f"got {options!r} of type {type(options).__name__}. Build one with "
+        "tf.distribute.InputOptions(experimental_fetch_to_device=...).")
+  mode = options.experimental_replication_mode
+  if mode != tf.distribute.InputReplicationMode.PER_WORKER:
+    raise NotImplementedError(
+        f"{method}: experimental_replication_mode={mode!r} is not supported; "
+        "these single-machine strategies build one input pipeline whose "
+        "batches are shared out to all replicas "
+        "(InputReplicationMode.PER_WORKER). Drop the option or pass "
+        "experimental_replication_mode=tf.distribute.InputReplicationMode."
+        "PER_WORKER.")
+  if options.experimental_place_dataset_on_device:
+    raise ValueError(
+        f"{method}: experimental_place_dataset_on_device=True only applies "
+        "with InputReplicationMode.PER_REPLICA, which these strategies do not "
+        "support; the input pipeline always runs on the host. Remove it "
+        "(experimental_fetch_to_device=True already puts the batches on the "
+        "devices).")
+  size = options.experimental_per_replica_buffer_size
+  if (isinstance(size, bool) or not isinstance(size, numbers.Integral) or
+      size < 0):
+    raise ValueError(
+        f"{method}: experimental_per_replica_buffer_size must be an int >= 0, "
+        f"got {size!r}.")
+  return InputSettings(fetch_to_device=bool(options.experimental_fetch_to_device),
+                       buffer_size=int(size))

@@ -1,0 +1,44 @@
+"""``experimental_distribute_values_from_function``: one value per replica.
+
+>>> import tensorflow as tf
+>>> from compat_distribute import v2 as distribute
+>>> strategy = distribute.OneDeviceStrategy("/cpu:0")
+>>> strategy.experimental_distribute_values_from_function(
+...     lambda ctx: ctx.replica_id_in_sync_group + 10)
+10
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import tensorflow as tf
+
+from compat_distribute.input import contexts
+from compat_distribute.input import layout as layout_lib
+
+
+def distribute_values_from_function(extended: Any,
+                                    value_fn: Callable[[Any], Any]) -> Any:
+  """Calls ``value_fn(ValueContext(i, n))`` for each replica ``i``.
+
+  With one replica the result is ``value_fn``'s return value as it is (as
+  for TensorFlow's OneDeviceStrategy), unless ``extended`` sets
+  ``_wrap_single_replica_values`` (TensorFlow's CentralStorageStrategy
+  returns a one-value ``PerReplica``).  With several replicas each call runs
+  under its replica's device and every leaf of the results becomes a
+  ``PerReplica``.
+  """
+  if not callable(value_fn):
+    raise TypeError(
+        "experimental_distribute_values_from_function expects a callable "
+        f"value_fn(value_context), got {value_fn!r} of type "
+        f"{type(value_fn).__name__}.")
+  devices = tuple(extended.worker_devices)
+  n = len(devices)
+  if n == 1 and not getattr(extended, "_wrap_single_replica_values", False):
+    return value_fn(contexts.ValueContext(0, 1))
+  values = []
+  for i, device in enumerate(devices):
+    with tf.device(device):
+      values.append(value_fn(contexts.ValueContext(i, n)))
+  return layout_lib.regroup(values)
