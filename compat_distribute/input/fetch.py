@@ -38,6 +38,22 @@ def _after(previous: Any, make: Callable[[], Any]) -> Any:
     return make()
 
 
+def _on_host(layout: layout_lib.Layout,
+             read: Callable[[], Any]) -> Callable[[], Any]:
+  """``read`` pinned to the input host when building a graph.
+
+  Eagerly a read runs where its iterator lives; in a graph the op would
+  otherwise take the caller's device scope.
+  """
+  if tf.executing_eagerly():
+    return read
+
+  def pinned() -> Any:
+    with tf.device(layout.host):
+      return read()
+  return pinned
+
+
 def _read_stream(read: Callable[[], Any], n: int) -> list[Any]:
   values, previous = [], None
   for _ in range(n):
@@ -49,6 +65,7 @@ def _read_stream(read: Callable[[], Any], n: int) -> list[Any]:
 def next_step(layout: layout_lib.Layout, get_next: Callable[[], Any]) -> Any:
   """The next step's input: a plain value (one replica) or ``PerReplica``s."""
   targets = layout.targets
+  get_next = _on_host(layout, get_next)
   if layout.kind == "whole":
     return layout_lib.place(get_next(), targets[0])
   if layout.kind == "rounds":
@@ -86,6 +103,7 @@ def next_optional(layout: layout_lib.Layout,
     host_spec: the host dataset's element spec.
   """
   spec = layout.element_spec(host_spec)
+  get_next_as_optional = _on_host(layout, get_next_as_optional)
   if layout.kind == "stream":
     optionals = _read_stream(get_next_as_optional, layout.num_replicas)
     has_value = optionals[0].has_value()

@@ -103,11 +103,8 @@ class InputIterator:
     iterator_lib.check_cross_replica("InputIterator.get_next_as_optional")
     if self._fn is not None:
       return tf.experimental.Optional.from_value(self.get_next())
-    if self._graph:
-      read = lambda: tf.data.experimental.get_next_as_optional(self._host)
-    else:
-      read = self._host.get_next_as_optional
-    return fetch.next_optional(self._layout, read, self._host_spec)
+    return fetch.next_optional(self._layout, self._host.get_next_as_optional,
+                               self._host_spec)
 
   @property
   def element_spec(self) -> Any:

@@ -1,0 +1,74 @@
+"""Shared by the input tests (no tests here).
+
+``FakeExtended(n)`` is the smallest object ``compat_distribute.input``
+needs from a strategy's extended: ``worker_devices`` (logical CPUs
+0..n-1), ``_input_device`` (CPU:0) and ``_num_replicas_in_sync``.  It lets
+the multi-replica input logic be tested without a multi-replica strategy;
+``ours(n)`` uses our CentralStorageStrategy's extended instead once it
+exists.  ``native(n)`` is TensorFlow's CentralStorageStrategy, the oracle.
+"""
+import numpy as np
+import tensorflow as tf
+
+from conftest import cpu
+
+NATIVE_CENTRAL_STORAGE = tf.distribute.experimental.CentralStorageStrategy
+NATIVE_ONE_DEVICE = tf.distribute.OneDeviceStrategy
+
+
+class FakeExtended:
+  """The strategy facts the input package reads, for ``n`` replicas."""
+
+  def __init__(self, n, host=0):
+    self.worker_devices = tuple(cpu(i) for i in range(n))
+    self._input_device = cpu(host)
+    self._num_replicas_in_sync = n
+
+  def __repr__(self):
+    return f"FakeExtended({len(self.worker_devices)})"
+
+
+def native(n):
+  """TensorFlow's CentralStorageStrategy over logical CPUs 0..n-1."""
+  return NATIVE_CENTRAL_STORAGE([f"/cpu:{i}" for i in range(n)])
+
+
+def central_storage_class():
+  """Our v2 CentralStorageStrategy, or None while it does not exist."""
+  from compat_distribute.v2 import experimental  # pylint: disable=g-import-not-at-top
+  cls = experimental.__dict__.get("CentralStorageStrategy")
+  if cls is None or not cls.__module__.startswith("compat_distribute"):
+    return None
+  return cls
+
+
+def local_values(value, n):
+  """A step's value as a list (one entry per replica) of nested lists."""
+  if n == 1:
+    parts = [value]
+  else:
+    parts = [tf.nest.map_structure(lambda v, i=i: v.values[i], value)
+             for i in range(n)]
+  return [tf.nest.map_structure(to_list, p) for p in parts]
+
+
+def native_local_values(strategy, value):
+  """The same for a value produced under a native strategy."""
+  parts = list(strategy.experimental_local_results(value))
+  return [tf.nest.map_structure(to_list, p) for p in parts]
+
+
+def to_list(v):
+  if isinstance(v, tf.SparseTensor):
+    v = tf.sparse.to_dense(v)
+  if isinstance(v, tf.RaggedTensor):
+    return v.to_list()
+  return np.asarray(v).tolist()
+
+
+def devices_of(value, n):
+  """Per replica, the set of devices its leaves live on."""
+  if n == 1:
+    return [{t.device for t in tf.nest.flatten(value)}]
+  return [{v.values[i].device for v in tf.nest.flatten(value)}
+          for i in range(n)]
