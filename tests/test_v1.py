@@ -317,3 +317,67 @@ def test_run_steps_on_iterator_points_to_run():
   s = v1.OneDeviceStrategy("/cpu:0")
   with pytest.raises(NotImplementedError, match=r"strategy.run"):
     s.extended.experimental_run_steps_on_iterator(lambda *a: a, None)
+
+
+# -- input iterators, eagerly ---------------------------------------------------
+
+def _drain_eager(strategy, iterator, fn=None, limit=20):
+  steps = []
+  for _ in range(limit):
+    try:
+      if fn is None:
+        value = iterator.get_next()
+      else:
+        value = strategy.experimental_run(fn, iterator)
+    except (tf.errors.OutOfRangeError, StopIteration):
+      return steps
+    steps.append(sup.to_numpy(value, strategy))
+  raise AssertionError(f"input did not end after {limit} steps")
+
+
+@sup.requires_input
+@pytest.mark.parametrize("config", CONFIGS)
+def test_dataset_iterator_eager_matches_native(config):
+  results = []
+  for s in (make_ours(config), make_native(config)):
+    dataset = tf.data.Dataset.from_tensor_slices(
+        np.arange(20, dtype=np.float32).reshape(10, 2)).batch(4)
+    iterator = s.make_dataset_iterator(dataset)
+    iterator.initialize()
+    first = _drain_eager(s, iterator)
+    iterator.initialize()  # restarts the input
+    results.append((first, _drain_eager(s, iterator)))
+  sup.assert_nested_equal(*results)
+  assert len(results[0][0]) == 3  # 10 rows, global batch 4: 4 + 4 + 2
+
+
+@sup.requires_input
+@pytest.mark.parametrize("config", CONFIGS)
+def test_experimental_run_with_iterators_eager_matches_native(config):
+  def input_fn(ctx):
+    return tf.data.Dataset.range(12).batch(ctx.get_per_replica_batch_size(4))
+
+  results = []
+  for s in (make_ours(config), make_native(config)):
+    with warnings.catch_warnings():
+      warnings.simplefilter("ignore")
+      with s.scope():
+        from_fn = s.make_input_fn_iterator(input_fn)
+      from_dataset = s.make_dataset_iterator(
+          tf.data.Dataset.range(8).batch(4))
+      results.append((_drain_eager(s, from_fn, lambda x: x * 10),
+                      _drain_eager(s, from_dataset, lambda x: x + 1)))
+  sup.assert_nested_equal(*results)
+
+
+@sup.requires_input
+@pytest.mark.parametrize("config", CONFIGS)
+def test_numpy_dataset_eager_matches_native(config):
+  arrays = (np.arange(12.0).reshape(6, 2), np.arange(6))
+  results = []
+  for s in (make_ours(config), make_native(config)):
+    dataset = s.experimental_make_numpy_dataset(arrays)
+    assert isinstance(dataset, tf.data.Dataset)
+    iterator = s.make_dataset_iterator(dataset.batch(4))
+    results.append(_drain_eager(s, iterator))
+  sup.assert_nested_equal(*results)

@@ -15,12 +15,12 @@ import tensorflow as _tf
 
 from compat_distribute.context import get_cross_replica_context
 from compat_distribute.extended import Extended as StrategyExtended
+from compat_distribute.input import InputContext
 from compat_distribute.replica_context import ReplicaContext
 from compat_distribute.strategies_v1 import OneDeviceStrategy
 from compat_distribute.strategy_v1 import Strategy
 from compat_distribute.v1 import experimental
 
-InputContext = _tf.distribute.InputContext
 InputReplicationMode = _tf.distribute.InputReplicationMode
 ReduceOp = _tf.distribute.ReduceOp
 RunOptions = _tf.distribute.RunOptions
