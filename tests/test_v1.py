@@ -381,3 +381,23 @@ def test_numpy_dataset_eager_matches_native(config):
     iterator = s.make_dataset_iterator(dataset.batch(4))
     results.append(_drain_eager(s, iterator))
   sup.assert_nested_equal(*results)
+
+
+@sup.requires_input
+@pytest.mark.parametrize("config", CONFIGS)
+def test_experimental_run_inside_tf_function_matches_native(config):
+  results = []
+  for s in (make_ours(config), make_native(config)):
+    iterator = s.make_dataset_iterator(tf.data.Dataset.range(8).batch(4))
+
+    @tf.function
+    def step(s=s, iterator=iterator):
+      def fn(x):
+        ctx = tf.distribute.get_replica_context()
+        return ctx.all_reduce("SUM", x * 2)
+      return s.experimental_run(fn, iterator)
+
+    with warnings.catch_warnings():
+      warnings.simplefilter("ignore")
+      results.append([sup.to_numpy(step(), s), sup.to_numpy(step(), s)])
+  sup.assert_nested_equal(*results)
