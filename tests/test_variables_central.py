@@ -120,6 +120,69 @@ def test_same_python_value_from_every_replica(n, aggregation, mode):
   assert both(n, program) == (3.0, 3.0)
 
 
+@pytest.mark.parametrize("n", [2, 4])
+def test_summing_one_python_value_is_an_error_as_native(n, mode):
+  def program(strategy):
+    with strategy.scope():
+      v = tf.Variable(1.0, aggregation=A.SUM)
+    with pytest.raises(ValueError):
+      in_mode(mode, lambda: strategy.run(lambda: v.assign_add(2.0)))
+    return float(v.numpy())
+  assert both(n, program) == (1.0, 1.0)
+
+
+@pytest.mark.parametrize("n", REPLICAS)
+def test_scatter_in_replica_context_applies_per_replica(n, mode):
+  def program(strategy):
+    with strategy.scope():
+      v = tf.Variable(tf.zeros([4]), aggregation=A.SUM)
+
+    def replica_fn():
+      v.scatter_add(tf.IndexedSlices(tf.ones([1]), [1]))
+      return v.sparse_read([1])
+
+    result = in_mode(mode, lambda: strategy.run(replica_fn))
+    return v.numpy(), local(strategy, result)[0].shape
+  ours, native = both(n, program)
+  np.testing.assert_array_equal(ours[0], native[0])
+  assert ours[1] == native[1]
+
+
+@pytest.mark.parametrize("n", REPLICAS)
+def test_keras_metric_on_read_variables_as_native(n, mode):
+  import keras  # pylint: disable=g-import-not-at-top
+
+  def program(strategy):
+    with strategy.scope():
+      metric = keras.metrics.Mean()
+    in_mode(mode, lambda: strategy.run(
+        lambda: metric.update_state(replica_id() + 1.0)))
+    return ([type(v.value).__name__ for v in metric.variables],
+            float(metric.result()))
+  ours, native = both(n, program)
+  assert ours == native
+
+
+@pytest.mark.parametrize("n", REPLICAS)
+def test_wrapper_as_tf_function_argument(n):
+  def program(strategy):
+    with strategy.scope():
+      v = tf.Variable([1.0, 2.0], aggregation=A.MEAN)
+    seen = []
+
+    @tf.function
+    def step(var):
+      seen.append(type(var).__name__)
+      return strategy.run(lambda: var.assign_add(replica_id() + [1.0, 1.0]))
+
+    for _ in range(2):
+      step(v)
+    return seen, v.numpy()
+  ours, native = both(n, program)
+  assert ours[0] == native[0]
+  np.testing.assert_array_equal(ours[1], native[1])
+
+
 @pytest.mark.parametrize("n", REPLICAS)
 def test_none_aggregation_in_replica_context(n, mode):
   def program(strategy):
