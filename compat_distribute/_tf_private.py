@@ -16,6 +16,25 @@ Private names used (checked against TensorFlow 2.21.0):
   the innermost ``tf.device`` scope (eager or graph), which is where
   ``Strategy.reduce`` and ``gather`` put their result.  TensorFlow has no
   public query for the current device scope.
+* ``Graph._variable_creator_stack`` -- the calling thread's variable
+  creators.  ``strategy.run`` runs some replicas on worker threads, which
+  start with an empty stack; they get a copy of the caller's so variables
+  created inside ``run`` are still placed by the strategy (TensorFlow's own
+  replica threads copy it the same way).
+* ``Graph._current_control_dependencies()`` -- the control inputs of the
+  calling thread's innermost ``tf.control_dependencies`` (graph mode).
+  ``merge_fn`` runs once for all replicas, so it must depend on every
+  replica's control dependencies at its ``merge_call``, not only replica
+  0's.
+* ``tensorflow.python.eager.record.stop_recording`` -- pauses the calling
+  thread's gradient tapes.  ``merge_fn`` runs on replica 0's thread here
+  (TensorFlow runs it on a separate thread, unseen by any replica's tape), so
+  without this replica 0's tapes would record it.
+* ``Function._clone(python_function=...)`` -- a ``tf.function`` with the same
+  options (autograph, jit_compile, reduce_retracing, input_signature) around
+  another Python function.  ``strategy.run(tf_function)`` traces all replicas
+  into one function, as TensorFlow does; rebuilding it with the public
+  ``tf.function`` would drop options that have no public getter.
 """
 from __future__ import annotations
 
@@ -23,6 +42,7 @@ from typing import Any
 
 import tensorflow as tf
 from tensorflow.python.distribute import device_util as _device_util
+from tensorflow.python.eager import record as _record
 
 
 _get_default_graph = tf.compat.v1.get_default_graph  # bound once: hot path
@@ -53,3 +73,48 @@ def current_device() -> str:
   '/job:localhost/replica:0/task:0/device:CPU:0'
   """
   return _device_util.current() or ""
+
+
+def variable_creator_stack(graph: tf.Graph) -> Any:
+  """The calling thread's variable-creator stack of ``graph`` (a copy)."""
+  return list(graph._variable_creator_stack)  # pylint: disable=protected-access
+
+
+def set_variable_creator_stack(graph: tf.Graph, stack: Any) -> None:
+  """Replaces the calling thread's variable-creator stack of ``graph``."""
+  graph._variable_creator_stack = stack  # pylint: disable=protected-access
+
+
+def current_control_dependencies(graph: tf.Graph) -> set[Any]:
+  """Control inputs the calling thread's ops in ``graph`` would get now.
+
+  >>> current_control_dependencies(tf.Graph())
+  set()
+  """
+  return set(graph._current_control_dependencies())  # pylint: disable=protected-access
+
+
+def stop_recording() -> Any:
+  """A context manager pausing every gradient tape of the calling thread.
+
+  >>> x = tf.constant(2.0)
+  >>> with tf.GradientTape() as tape:
+  ...   tape.watch(x)
+  ...   with stop_recording():
+  ...     y = x * x
+  >>> print(tape.gradient(y, x))
+  None
+  """
+  return _record.stop_recording()
+
+
+def clone_function(function: Any, python_function: Any) -> Any:
+  """``function`` (a ``tf.function``) with its options, around
+  ``python_function``.
+
+  >>> f = tf.function(lambda x: x + 1, reduce_retracing=True)
+  >>> g = clone_function(f, lambda x: x * 10)
+  >>> int(g(tf.constant(2)))
+  20
+  """
+  return function._clone(python_function=python_function)  # pylint: disable=protected-access

@@ -127,13 +127,66 @@ class ReplicaContext(tf.distribute.ReplicaContext,
       return tf.nest.map_structure(_identity, value)
     return self._all_gather(value, axis)
 
+  # -- several replicas: everything goes through merge_call ----------------
+
   def _all_reduce(self, reduce_op: Any, value: Any) -> Any:
-    raise NotImplementedError(
-        "all_reduce across several replicas needs the multi-replica context.")
+    """All-reduce for several replicas: ``batch_reduce_to`` in ``merge_fn``,
+    each replica getting the copy on its own device.
+
+    The gradient of an all-reduce is the all-reduce (same op) of the
+    replicas' upstream gradients, as in TensorFlow; IndexedSlices are
+    reduced without a custom gradient.
+    """
+    flat = tf.nest.flatten(value)
+
+    def merge_fn(strategy, *per_replica):
+      return strategy.extended.batch_reduce_to(
+          reduce_op, [(v, v) for v in per_replica])
+
+    if any(isinstance(v, tf.IndexedSlices) for v in flat):
+      return tf.nest.pack_sequence_as(value,
+                                      self.merge_call(merge_fn, args=flat))
+
+    @tf.custom_gradient
+    def reduce_with_gradient(*xs):
+      ys = self.merge_call(merge_fn, args=xs)
+      return ys, lambda *dys: self.all_reduce(reduce_op, list(dys))
+
+    return tf.nest.pack_sequence_as(value, reduce_with_gradient(*flat))
 
   def _all_gather(self, value: Any, axis: int) -> Any:
-    raise NotImplementedError(
-        "all_gather across several replicas needs the multi-replica context.")
+    """All-gather for several replicas: ``_gather_to`` in ``merge_fn``.
+
+    The gradient for one replica is its own slice (along ``axis``) of the
+    all-reduce SUM of the replicas' upstream gradients.
+    """
+    flat = tf.nest.flatten(value)
+    if any(isinstance(v, tf.IndexedSlices) for v in flat):
+      raise NotImplementedError(
+          "all_gather does not support tf.IndexedSlices; convert them with "
+          "tf.convert_to_tensor first.")
+
+    def merge_fn(strategy, *per_replica):
+      return [strategy.extended._gather_to(v, v, axis)  # pylint: disable=protected-access
+              for v in per_replica]
+
+    @tf.custom_gradient
+    def gather_with_gradient(*xs):
+      ys = self.merge_call(merge_fn, args=xs)
+
+      def grad(*dys):
+        summed = self.all_reduce(reduce_lib.ReduceOp.SUM, list(dys))
+        sizes = tf.stack([tf.shape(x)[axis] for x in xs])
+        all_sizes = self.all_gather(sizes[tf.newaxis], axis=0)
+        begins = tf.reduce_sum(
+            all_sizes[:self._replica_id_in_sync_group], axis=0)
+        return [tf.gather(g, tf.range(begins[j], begins[j] + sizes[j]),
+                          axis=axis)
+                for j, g in enumerate(summed)]
+
+      return ys, grad
+
+    return tf.nest.pack_sequence_as(value, gather_with_gradient(*flat))
 
 
 def _identity(value: Any) -> Any:

@@ -1,0 +1,236 @@
+"""``CentralStorageStrategy``: variables on one device, compute replicated.
+
+Each compute device runs one replica of ``strategy.run``; every variable
+created in ``scope()`` lives once, on the parameter device, and with several
+replicas it is wrapped so that replica-context updates are combined across
+replicas first (see ``compat_distribute.variables``).  Reductions go through
+``compat_distribute.cross_device``.
+
+>>> import tensorflow as tf
+>>> from compat_distribute import v2 as distribute
+>>> strategy = distribute.experimental.CentralStorageStrategy(
+...     compute_devices=["/cpu:0", "/cpu:1"])
+>>> strategy
+CentralStorageStrategy(compute_devices=['/job:localhost/replica:0/task:0/device:CPU:0', '/job:localhost/replica:0/task:0/device:CPU:1'], parameter_device='/device:CPU:0')
+>>> with strategy.scope():
+...   v = tf.Variable(1.0, aggregation=tf.VariableAggregation.SUM)
+>>> def step():
+...   v.assign_add(tf.constant(1.0))  # one 1.0 per replica; SUM adds 2
+...   return tf.distribute.get_replica_context().replica_id_in_sync_group
+>>> strategy.run(step)
+PerReplica:{
+  0: <tf.Tensor: shape=(), dtype=int32, numpy=0>,
+  1: <tf.Tensor: shape=(), dtype=int32, numpy=1>
+}
+>>> float(v)
+3.0
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from compat_distribute import _tf_private
+from compat_distribute import cross_device
+from compat_distribute import devices as devices_lib
+from compat_distribute import extended as extended_lib
+from compat_distribute import replica_threads
+from compat_distribute import strategy as strategy_lib
+from compat_distribute import values as values_lib
+from compat_distribute import variables as variables_lib
+
+_HOST_CPU = "/device:CPU:0"
+
+
+def default_compute_devices() -> list[str]:
+  """All local GPUs, else the CPU (TensorFlow's default)."""
+  gpus = tf.config.list_logical_devices("GPU")
+  if gpus:
+    return [devices_lib.canonicalize(f"/device:GPU:{i}")
+            for i in range(len(gpus))]
+  return [devices_lib.canonicalize(_HOST_CPU)]
+
+
+def _check_compute_devices(compute_devices: Any) -> list[str]:
+  if isinstance(compute_devices, str) or not isinstance(
+      compute_devices, (list, tuple)):
+    raise TypeError(
+        "compute_devices must be a list of device names, got "
+        f"{compute_devices!r} of type {type(compute_devices).__name__}. Pass "
+        "e.g. compute_devices=['/gpu:0', '/gpu:1'], or None for all local "
+        "GPUs (else the CPU).")
+  if not compute_devices:
+    raise ValueError(
+        "compute_devices is empty: CentralStorageStrategy needs at least one "
+        "device to run replicas on. Pass e.g. compute_devices=['/cpu:0'], or "
+        "None for all local GPUs (else the CPU).")
+  canonical = [devices_lib.canonicalize(d) for d in compute_devices]
+  seen: dict[str, Any] = {}
+  duplicates = []
+  for given, name in zip(compute_devices, canonical):
+    if name in seen:
+      duplicates.append(f"{seen[name]!r} and {given!r} (both {name})")
+    seen.setdefault(name, given)
+  if duplicates:
+    raise ValueError(
+        f"compute_devices {list(compute_devices)!r} names the same device "
+        f"more than once: {'; '.join(duplicates)}. Each replica needs its own "
+        "device; list each device once.")
+  return canonical
+
+
+class CentralStorageExtended(extended_lib.Extended):
+  """``strategy.extended`` of ``CentralStorageStrategy``."""
+
+  _between_graph = True  # what TensorFlow's reports for this strategy
+  # experimental_distribute_values_from_function wraps even one replica's
+  # value in a PerReplica, as TensorFlow's CentralStorageStrategy does.
+  _wrap_single_replica_values = True
+
+  def __init__(self, container_strategy: Any,
+               compute_devices: Optional[Sequence[str]] = None,
+               parameter_device: Optional[str] = None) -> None:
+    compute = (default_compute_devices() if compute_devices is None else
+               _check_compute_devices(compute_devices))
+    if parameter_device is None:
+      parameter_device = compute[0] if len(compute) == 1 else _HOST_CPU
+    elif not isinstance(parameter_device, str) or not parameter_device:
+      raise ValueError(
+          "parameter_device must be a device name such as '/cpu:0', got "
+          f"{parameter_device!r}. Pass None to use the CPU (the only compute "
+          "device when there is one).")
+    devices_lib.report_missing(
+        compute + [devices_lib.canonicalize(parameter_device)],
+        "CentralStorageStrategy")
+    super().__init__(container_strategy, compute, (parameter_device,))
+    self._variable_device = parameter_device
+    self._input_device = devices_lib.canonicalize(_HOST_CPU)
+    self._cross_device_ops: Any = cross_device.ReduceToOneDevice()
+
+  # -- devices --------------------------------------------------------------
+
+  @property
+  def worker_devices(self) -> list[str]:  # type: ignore[override]
+    """The compute devices, one per replica, as a list (TensorFlow's type)."""
+    return list(self._compute_devices)
+
+  @property
+  def worker_devices_by_replica(self) -> list[list[str]]:
+    """One single-device list per replica."""
+    return [[d] for d in self._compute_devices]
+
+  def non_slot_devices(self, var_list: Any) -> Any:
+    """Where non-slot variables go: with the first of ``var_list`` by name,
+    as in TensorFlow."""
+    return min(var_list, key=lambda v: v.name)
+
+  # -- variables ------------------------------------------------------------
+
+  def _create_variable(self, next_creator: Callable[..., Any],
+                       **kwargs: Any) -> Any:
+    def create():
+      return variables_lib.create_central_variable(self, next_creator,
+                                                   **kwargs)
+    if len(self._compute_devices) == 1:
+      return create()
+    return replica_threads.shared_variable(kwargs.get("name"), create)
+
+  # -- reduction ------------------------------------------------------------
+
+  def _reduce_to(self, reduce_op: Any, value: Any, destinations: Any,
+                 options: Any) -> Any:
+    del options
+    if destinations is None or (isinstance(destinations, str) and
+                                not destinations):
+      raise ValueError(
+          f"reduce_to needs destinations, got {destinations!r}. Pass a "
+          "device string, a variable, or a per-replica value (all-reduce).")
+    if reduce_op == tf.VariableAggregation.ONLY_FIRST_REPLICA:
+      first = self._local_results(value)[0]
+      return cross_device.broadcast(
+          first, cross_device.devices_of(destinations), reuse=False)
+    if not values_lib.is_distributed(value):
+      if not tf.is_tensor(value) and np.all(np.asarray(value) == 0):
+        return np.zeros_like(np.asarray(value))  # zeros sum to zeros
+      cross_device.check_reducible(reduce_op, value,
+                                   self._num_replicas_in_sync)
+      if reduce_op == tf.distribute.ReduceOp.MEAN:
+        return value
+      return cross_device.broadcast(
+          value, cross_device.devices_of(destinations), reuse=False)
+    return self._cross_device_ops.reduce(reduce_op, value, destinations)
+
+  def _gather_to_implementation(self, value: Any, destinations: Any,
+                                axis: int, options: Any) -> Any:
+    del options
+    if not values_lib.is_distributed(value):
+      return value
+    return self._cross_device_ops.gather(value, destinations, axis)
+
+  def _gather(self, value: Any, axis: int) -> Any:
+    destination = _tf_private.current_device() or _HOST_CPU
+    return self._local_results(
+        self._gather_to_implementation(value, destination, axis, None))[0]
+
+  def _broadcast_to(self, tensor: Any, destinations: Any) -> Any:
+    if isinstance(tensor, (int, float)):
+      # Python numbers stay unconverted so their dtype follows their use.
+      return tensor
+    if not destinations:
+      destinations = self._compute_devices[0]
+    return cross_device.broadcast(
+        tensor, cross_device.devices_of(destinations), reuse=False)
+
+  # -- updates --------------------------------------------------------------
+
+  def _update(self, var: Any, fn: Callable[..., Any], args: tuple,
+              kwargs: dict, group: bool) -> Any:
+    if isinstance(var, variables_lib.AggregatingVariable):
+      var = var.get()
+    if not isinstance(var, tf.Variable):
+      raise ValueError(
+          f"extended.update needs a tf.Variable to update, got {var!r} of "
+          f"type {type(var).__name__}. Pass a variable created in this "
+          "strategy's scope.")
+    with tf.device(var.device or None):
+      result = fn(var, *values_lib.select_replica(0, args),
+                  **values_lib.select_replica(0, kwargs))
+    if group:
+      return result
+    return tf.nest.map_structure(self._local_results, result)
+
+
+class CentralStorageMethods:
+  """Constructor and repr shared by the v1 and v2 ``CentralStorageStrategy``.
+  """
+
+  def __init__(self, compute_devices: Optional[Sequence[str]] = None,
+               parameter_device: Optional[str] = None) -> None:
+    super().__init__(CentralStorageExtended(self, compute_devices,
+                                            parameter_device))
+
+  def __repr__(self) -> str:
+    extended = self.extended
+    return (f"{type(self).__name__}("
+            f"compute_devices={extended.worker_devices!r}, "
+            f"parameter_device={extended._variable_device!r})")  # pylint: disable=protected-access
+
+
+class CentralStorageStrategy(CentralStorageMethods, strategy_lib.Strategy):
+  """Puts every variable on one device and replicates compute.
+
+  Variables live on ``parameter_device``; ``run`` calls the function once
+  per compute device, and in replica context updates of a variable are
+  combined across replicas by its ``aggregation`` before being applied once.
+
+  Args:
+    compute_devices: the devices replicas run on; None means all local
+      GPUs, else the CPU.
+    parameter_device: where variables live; None means the CPU when there
+      are several compute devices, else the single compute device.
+
+  Raises:
+    ValueError: ``compute_devices`` is empty or names a device twice.
+  """

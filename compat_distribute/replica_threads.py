@@ -1,0 +1,540 @@
+"""Running ``fn`` once per replica, and ``merge_call`` across replicas.
+
+``call_for_each_replica`` is what ``strategy.run`` uses with more than one
+replica.  Replica ``i`` runs ``fn`` under ``tf.device(worker_devices[i])``
+in its own ``ReplicaContext``; the results are regrouped into per-replica
+values (a value that is the same object on every replica, such as a
+variable, comes back unwrapped).
+
+How a run proceeds, and why it is cheap:
+
+* Replica 0 always runs on the calling thread.  If it returns without
+  calling ``merge_call``, replicas 1..N-1 also run on the calling thread,
+  one after the other: no thread hand-off at all.
+* The first time replica 0 calls ``merge_call``, replicas 1..N-1 move to
+  long-lived worker threads (taken from a pool, reused by later runs).
+  Each runs up to its own ``merge_call`` and pauses; ``merge_fn`` then runs
+  once, on the calling thread, in cross-replica context, with every
+  replica's arguments grouped into ``PerReplica`` values; each replica
+  resumes with its own part of the result.
+* The order of execution is TensorFlow's: replica 0 up to the merge point,
+  replica 1 up to it, ..., ``merge_fn``, and again after it.
+
+Worker threads carry the caller's default graph (and ``tf.init_scope``'s
+outer graph), strategy stack, variable creators, name scope and variable
+scope, so this works eagerly and while tracing a ``tf.function``.  An
+exception raised by any replica or by ``merge_fn`` reaches the caller
+unchanged; paused replicas are unwound first, so no thread is left waiting.
+
+>>> import tensorflow as tf
+>>> from compat_distribute import v2 as distribute
+>>> strategy = distribute.experimental.CentralStorageStrategy(
+...     ["/cpu:0", "/cpu:1"])
+>>> def step():
+...   ctx = tf.distribute.get_replica_context()
+...   x = tf.cast(ctx.replica_id_in_sync_group, tf.float32) + 1.0
+...   return ctx.merge_call(lambda s, v: s.reduce("SUM", v, axis=None),
+...                         args=(x,))
+>>> strategy.run(step)
+<tf.Tensor: shape=(), dtype=float32, numpy=3.0>
+"""
+from __future__ import annotations
+
+import _thread
+import re
+import sys
+import threading
+import weakref
+from typing import Any, Callable, Optional
+
+import tensorflow as tf
+
+from compat_distribute import _tf_private
+from compat_distribute import context
+from compat_distribute import values as values_lib
+from compat_distribute.replica_context import ReplicaContext
+
+_get_default_graph = tf.compat.v1.get_default_graph
+_PolymorphicFunction = tf.types.experimental.PolymorphicFunction
+_autograph = tf.__internal__.autograph
+
+
+def call_for_each_replica(extended: Any, fn: Callable[..., Any], args: tuple,
+                          kwargs: dict) -> Any:
+  """Runs ``fn`` once per replica of ``extended``; returns the regrouped
+  results.  Must be called inside the strategy's scope."""
+  if isinstance(fn, _PolymorphicFunction):
+    # Trace all replicas into one tf.function, as TensorFlow does: a
+    # merge_call inside a per-replica function call could not synchronise.
+    return _replicated_function(extended, fn)(*args, **kwargs)
+  run = _Run(extended, fn, args, kwargs)
+  try:
+    results = run.execute()
+  finally:
+    run.release()
+  return values_lib.regroup(results)
+
+
+class MultiReplicaContext(ReplicaContext):
+  """The replica context of one replica in a run with several."""
+
+  def __init__(self, strategy: Any, replica_id: int, run: "_Run") -> None:
+    super().__init__(strategy, replica_id)
+    self._run = run
+
+  def _merge_call(self, merge_fn: Callable[..., Any], args: tuple,
+                  kwargs: dict) -> Any:
+    mode = context.current_mode()
+    if mode is None or mode.replica_context is not self:
+      raise RuntimeError(
+          f"merge_call was called on {self!r}, which is not the replica "
+          "context of the running code (it was kept from another replica or "
+          "an earlier run). Call tf.distribute.get_replica_context()"
+          ".merge_call(...) from inside the replica function instead.")
+    return self._run.merge_call(self._replica_id_in_sync_group, merge_fn,
+                                args, kwargs)
+
+
+# -- one run ------------------------------------------------------------------
+
+class _Aborted(BaseException):
+  """Unwinds a paused replica after the run failed elsewhere.
+
+  A BaseException, so that ``except Exception`` in user code lets it pass.
+  """
+
+
+class _CallerState:
+  """What a worker thread must re-enter to act like the calling thread."""
+
+  __slots__ = ("graph", "eager", "init_graph", "init_eager", "strategy_stack",
+               "creators", "name_scope", "var_scope")
+
+  def __init__(self, graph: tf.Graph, eager: bool) -> None:
+    self.graph = graph
+    self.eager = eager
+    self.strategy_stack = list(_tf_private.strategy_stack())
+    self.creators = _tf_private.variable_creator_stack(graph)
+    if eager:
+      self.init_graph, self.init_eager = graph, True
+      self.name_scope, self.var_scope = "", None
+      return
+    with tf.init_scope():
+      self.init_graph = _get_default_graph()
+      self.init_eager = tf.executing_eagerly()
+    self.name_scope = graph.get_name_scope()
+    self.var_scope = tf.compat.v1.get_variable_scope()
+
+
+class _Run:
+  """The state of one ``call_for_each_replica``."""
+
+  def __init__(self, extended: Any, fn: Callable[..., Any], args: tuple,
+               kwargs: dict) -> None:
+    self.strategy = extended._container_strategy()  # pylint: disable=protected-access
+    self.devices = tuple(extended.worker_devices)
+    self.n = len(self.devices)
+    self.fn, self.args, self.kwargs = fn, args, kwargs
+    self.graph = _get_default_graph()
+    self.eager = tf.executing_eagerly()
+    self.caller_device = _tf_private.current_device()
+    self.caller = _CallerState(self.graph, self.eager)
+    self.contexts = [MultiReplicaContext(self.strategy, i, self)
+                     for i in range(self.n)]
+    self.results: list[Any] = [None] * self.n
+    self.error: Optional[BaseException] = None
+    self.aborted = False
+    self.in_flight = False
+    self.workers: Optional[list[_Worker]] = None  # replica i on workers[i]
+    self.started = [False] * self.n
+    self.finished = [False] * self.n
+    self.requests: list[Any] = [None] * self.n
+    self.control_deps: list[Any] = [()] * self.n
+    self.merge_results: list[Any] = [None] * self.n
+    self.shared_variables: dict[str, list[Any]] = {}
+    self.variable_counts: list[dict[str, int]] = [{} for _ in range(self.n)]
+
+  def fail(self, error: BaseException) -> BaseException:
+    """Records the run's first error; returns ``error``."""
+    if self.error is None:
+      self.error = error
+    return error
+
+  def raise_error(self) -> None:
+    raise self.error  # pylint: disable=raising-bad-type
+
+  # -- the calling thread -----------------------------------------------------
+
+  def execute(self) -> list[Any]:
+    try:
+      self.results[0] = self.run_here(0)
+    except BaseException:  # pylint: disable=broad-except
+      if self.error is not None and sys.exc_info()[1] is not self.error:
+        self.raise_error()
+      raise
+    if self.error is not None:  # user code swallowed it
+      self.raise_error()
+    if self.workers is None:
+      for i in range(1, self.n):
+        self.results[i] = self.run_here(i)
+        if self.error is not None:
+          self.raise_error()
+    else:
+      for i in range(1, self.n):
+        self.advance(i)
+        if self.error is not None:
+          self.raise_error()
+        if not self.finished[i]:
+          raise self.fail(_mismatch())
+    return self.results
+
+  def run_here(self, i: int) -> Any:
+    """Runs replica ``i`` on the calling thread."""
+    args = values_lib.select_replica(i, self.args)
+    kwargs = values_lib.select_replica(i, self.kwargs)
+    with tf.device(self.devices[i]), self.contexts[i]:
+      if i == 0 or self.eager:
+        return self.fn(*args, **kwargs)
+      with tf.name_scope(_replica_scope(self.graph.get_name_scope(), i)), \
+          tf.compat.v1.variable_scope(tf.compat.v1.get_variable_scope(),
+                                      reuse=True):
+        return self.fn(*args, **kwargs)
+
+  def advance(self, i: int) -> None:
+    """Lets replica ``i`` (on its worker) run to its next pause or end."""
+    worker = self.workers[i]
+    self.in_flight = True  # stays set if the wait is interrupted
+    if self.started[i]:
+      worker.resume()
+    else:
+      self.started[i] = True
+      worker.start_job(lambda: self.run_on_worker(i))
+    self.in_flight = False
+
+  def release(self) -> None:
+    """Unwinds replicas paused on workers; returns the workers to the pool."""
+    if self.workers is None:
+      return
+    if self.in_flight:
+      # The wait for a worker was interrupted (KeyboardInterrupt): it may
+      # still be running, so it is dropped rather than reused.
+      self.workers = None
+      return
+    paused = [i for i in range(1, self.n)
+              if self.started[i] and not self.finished[i]]
+    if paused:
+      self.aborted = True
+      for i in paused:
+        self.workers[i].resume()
+    _return_workers(self.workers[1:])
+    self.workers = None
+
+  # -- merge_call -------------------------------------------------------------
+
+  def merge_call(self, i: int, merge_fn: Callable[..., Any], args: tuple,
+                 kwargs: dict) -> Any:
+    if (not tf.executing_eagerly() if self.eager else
+        _get_default_graph() is not self.graph):
+      # Eager workers each have their own default graph, so eagerly the
+      # test is that no tf.function is being traced.
+      raise self.fail(RuntimeError(
+          "merge_call was called inside a nested tf.function or a "
+          "control-flow branch of the replica function; all replicas must "
+          "reach merge_call in the graph `strategy.run` was called in. Move "
+          "the synchronising call (e.g. optimizer.apply_gradients or "
+          "all_reduce) out of the nested tf.function / tf.cond / "
+          "tf.while_loop, or wrap the whole `strategy.run` in one "
+          "tf.function."))
+    if i == 0:
+      return self.leader_merge(merge_fn, args, kwargs)
+    if self.workers is None:
+      # Replica 0 finished without merge_call; replica i made one.
+      raise self.fail(_mismatch())
+    return self.worker_merge(i, args, kwargs)
+
+  def leader_merge(self, merge_fn: Callable[..., Any], args: tuple,
+                   kwargs: dict) -> Any:
+    """Replica 0's merge_call: gathers the others, runs ``merge_fn``."""
+    if self.error is not None:
+      self.raise_error()
+    self.requests[0] = (args, kwargs)
+    if self.workers is None:
+      self.workers = [None] + _take_workers(self.n - 1)
+    for i in range(1, self.n):
+      self.advance(i)
+      if self.error is not None:
+        self.raise_error()
+      if self.finished[i]:
+        raise self.fail(_mismatch())
+    merged_args = values_lib.regroup([r[0] for r in self.requests])
+    merged_kwargs = values_lib.regroup([r[1] for r in self.requests])
+    self.requests = [None] * self.n
+    try:
+      with context.CrossReplicaFromReplica(self.strategy), \
+          tf.device(None), _maybe_device(self.caller_device), \
+          _control_dependencies(self.control_deps), \
+          _tf_private.stop_recording():
+        result = merge_fn(self.strategy, *merged_args, **merged_kwargs)
+    except BaseException as e:
+      self.fail(e)
+      raise
+    for i in range(1, self.n):
+      self.merge_results[i] = values_lib.select_replica(i, result)
+    return values_lib.select_replica(0, result)
+
+  def worker_merge(self, i: int, args: tuple, kwargs: dict) -> Any:
+    """Replica ``i``'s merge_call, on its worker: pause until merged."""
+    if self.aborted:
+      raise _Aborted()
+    self.requests[i] = (args, kwargs)
+    if not self.eager:
+      self.control_deps[i] = tuple(
+          _tf_private.current_control_dependencies(self.graph))
+    self.workers[i].pause()
+    if self.aborted:
+      raise _Aborted()
+    self.control_deps[i] = ()
+    result, self.merge_results[i] = self.merge_results[i], None
+    return result
+
+  # -- a worker thread --------------------------------------------------------
+
+  def run_on_worker(self, i: int) -> None:
+    """Replica ``i``'s whole job on its worker thread; never raises."""
+    caller = self.caller
+    try:
+      with _CallerGraphs(caller):
+        graph = _get_default_graph()
+        old_stack = _tf_private.strategy_stack()
+        old_creators = _tf_private.variable_creator_stack(graph)
+        _tf_private.set_strategy_stack(graph, list(caller.strategy_stack))
+        _tf_private.set_variable_creator_stack(graph, list(caller.creators))
+        try:
+          args = values_lib.select_replica(i, self.args)
+          kwargs = values_lib.select_replica(i, self.kwargs)
+          with tf.device(self.devices[i]), self.contexts[i]:
+            if self.eager:
+              self.results[i] = self.fn(*args, **kwargs)
+            else:
+              with tf.name_scope(_replica_scope(caller.name_scope, i)), \
+                  tf.compat.v1.variable_scope(caller.var_scope, reuse=True):
+                self.results[i] = self.fn(*args, **kwargs)
+        finally:
+          _tf_private.set_variable_creator_stack(graph, old_creators)
+          _tf_private.set_strategy_stack(graph, old_stack)
+    except _Aborted:
+      pass
+    except BaseException as e:  # pylint: disable=broad-except
+      self.fail(e)
+    finally:
+      self.finished[i] = True
+
+  # -- variables created inside the replica function --------------------------
+
+  def shared_variable(self, replica_id: int, name: Optional[str],
+                      create: Callable[[], Any]) -> Any:
+    """Replica 0 creates; replica ``i`` > 0 gets replica 0's variable of the
+    same (de-uniquified) name, in creation order."""
+    key = _canonical_variable_name(name)
+    if replica_id == 0:
+      variable = create()
+      self.shared_variables.setdefault(key, []).append(variable)
+      return variable
+    counts = self.variable_counts[replica_id]
+    index = counts.get(key, 0)
+    created = self.shared_variables.get(key, [])
+    if index >= len(created):
+      raise RuntimeError(
+          f"Replica {replica_id} created variable {name!r}, but replica 0 "
+          f"created {len(created)} variable(s) named {key!r}. Inside "
+          "`strategy.run` every replica must create the same variables, in "
+          "the same order (they are shared); create variables outside `run` "
+          "to avoid this.")
+    counts[key] = index + 1
+    return created[index]
+
+
+def shared_variable(name: Optional[str], create: Callable[[], Any]) -> Any:
+  """Creates a variable, or -- in replica ``i`` > 0 of a multi-replica run --
+  returns the one replica 0 created under the same name.
+
+  Strategies call this from their variable creator so that a layer built
+  inside ``strategy.run`` gets one set of variables, as in TensorFlow.
+  """
+  mode = context.current_mode()
+  ctx = mode.replica_context if mode is not None else None
+  if not isinstance(ctx, MultiReplicaContext):
+    return create()
+  return ctx._run.shared_variable(ctx._replica_id_in_sync_group, name, create)  # pylint: disable=protected-access
+
+
+def _mismatch() -> RuntimeError:
+  return RuntimeError(
+      "Some replicas made a different number of replica_context().merge_call()"
+      " calls: every replica must call merge_call (directly, or through "
+      "all_reduce, all_gather, optimizer.apply_gradients or aggregated "
+      "variable updates) the same number of times. Make the synchronising "
+      "calls independent of the replica id.")
+
+
+def _replica_scope(outer: str, i: int) -> str:
+  return f"{outer}/replica_{i}/" if outer else f"replica_{i}/"
+
+
+_UNIQUIFIED_SCOPE = re.compile(r"_\d/")
+_UNIQUIFIED_END = re.compile(r"_\d$")
+
+
+def _canonical_variable_name(name: Optional[str]) -> str:
+  if name is None:
+    return "Variable"
+  return _UNIQUIFIED_END.sub("", _UNIQUIFIED_SCOPE.sub("/", name))
+
+
+class _NullContext:
+  __slots__ = ()
+
+  def __enter__(self) -> None:
+    return None
+
+  def __exit__(self, *exc: Any) -> None:
+    return None
+
+
+_NULL = _NullContext()
+
+
+def _maybe_device(device: str) -> Any:
+  return tf.device(device) if device else _NULL
+
+
+def _control_dependencies(per_replica: list[Any]) -> Any:
+  ops = [op for deps in per_replica for op in deps]
+  return tf.control_dependencies(ops) if ops else _NULL
+
+
+class _CallerGraphs:
+  """Enters the caller's ``tf.init_scope`` graph and default graph on a
+  worker thread (nothing when the caller runs eagerly)."""
+
+  __slots__ = ("_caller", "_entered")
+
+  def __init__(self, caller: _CallerState) -> None:
+    self._caller = caller
+    self._entered: list[Any] = []
+
+  def __enter__(self) -> None:
+    caller = self._caller
+    if caller.eager:
+      return
+    if not caller.init_eager and caller.init_graph is not caller.graph:
+      self._enter(caller.init_graph.as_default())
+    self._enter(caller.graph.as_default())
+
+  def _enter(self, manager: Any) -> None:
+    manager.__enter__()
+    self._entered.append(manager)
+
+  def __exit__(self, *exc: Any) -> None:
+    while self._entered:
+      self._entered.pop().__exit__(None, None, None)
+
+
+# -- strategy.run(tf.function) ------------------------------------------------
+
+_replicated_cache: "weakref.WeakKeyDictionary[Any, Any]" = (
+    weakref.WeakKeyDictionary())
+
+
+def _replicated_function(extended: Any, fn: Any) -> Any:
+  """``fn`` (a ``tf.function``) turned into one ``tf.function`` that runs
+  its Python function on every replica; cached per (strategy, fn)."""
+  per_extended = _replicated_cache.setdefault(extended,
+                                              weakref.WeakKeyDictionary())
+  wrapped = per_extended.get(fn)
+  if wrapped is None:
+    extended_ref = weakref.ref(extended)
+    python_function = fn.python_function
+
+    def replicated(*args, **kwargs):
+      body = _autograph.tf_convert(python_function,
+                                   _autograph.control_status_ctx())
+      run = _Run(extended_ref(), body, args, kwargs)
+      try:
+        results = run.execute()
+      finally:
+        run.release()
+      return values_lib.regroup(results)
+
+    wrapped = _tf_private.clone_function(fn, replicated)
+    per_extended[fn] = wrapped
+  return wrapped
+
+
+# -- worker threads -----------------------------------------------------------
+
+class _Worker(threading.Thread):
+  """A long-lived thread that runs one replica per job.
+
+  Two raw locks pass control back and forth: the leader releases ``_wake``
+  and blocks on ``_back``; the worker runs until its replica pauses at a
+  ``merge_call`` or finishes, then releases ``_back`` and blocks on
+  ``_wake``.  Exactly one side runs at a time.
+  """
+
+  def __init__(self) -> None:
+    super().__init__(name="compat_distribute-replica", daemon=True)
+    self._wake = _thread.allocate_lock()
+    self._wake.acquire()
+    self._back = _thread.allocate_lock()
+    self._back.acquire()
+    self._job: Optional[Callable[[], None]] = None
+
+  def __repr__(self) -> str:
+    return f"<replica worker {self.name}>"
+
+  def start_job(self, job: Callable[[], None]) -> None:
+    """(leader) Starts ``job``; returns when it pauses or finishes."""
+    self._job = job
+    self.resume()
+
+  def resume(self) -> None:
+    """(leader) Lets the worker continue; returns when it pauses or ends."""
+    self._wake.release()
+    self._back.acquire()
+
+  def pause(self) -> None:
+    """(worker) Hands control back to the leader until resumed."""
+    self._back.release()
+    self._wake.acquire()
+
+  def run(self) -> None:
+    while True:
+      self._wake.acquire()
+      job, self._job = self._job, None
+      try:
+        if job is not None:
+          job()
+      except BaseException:  # pylint: disable=broad-except
+        pass  # jobs record their own errors; the worker must survive
+      finally:
+        self._back.release()
+
+
+_idle_workers: list[_Worker] = []
+_idle_lock = threading.Lock()
+
+
+def _take_workers(count: int) -> list[_Worker]:
+  with _idle_lock:
+    taken = [_idle_workers.pop() for _ in range(min(count, len(_idle_workers)))]
+  while len(taken) < count:
+    worker = _Worker()
+    worker.start()
+    taken.append(worker)
+  return taken
+
+
+def _return_workers(workers: list[_Worker]) -> None:
+  with _idle_lock:
+    _idle_workers.extend(workers)
