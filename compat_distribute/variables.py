@@ -166,7 +166,7 @@ class AggregatingVariable(tf.Variable, tf.__internal__.types.Tensor):
     return self._v
 
   def _distributed_container(self) -> "AggregatingVariable":
-    return self
+    return self  # what Keras optimizers key slot variables by
 
   @property
   def distribute_strategy(self) -> Any:
@@ -278,10 +278,10 @@ class AggregatingVariable(tf.Variable, tf.__internal__.types.Tensor):
                            as_ref: bool = False) -> tf.Tensor:
     return self._v._dense_var_to_tensor(dtype=dtype, name=name, as_ref=as_ref)  # pylint: disable=protected-access
 
-  def __tf_tracing_type__(self, context: Any) -> "_SameVariable":
+  def __tf_tracing_type__(self, tracing_context: Any) -> "_SameVariable":
     # As a tf.function argument the wrapper itself reaches the function body
     # (which captures the wrapped variable's handle), as with a closure.
-    del context
+    del tracing_context
     return _SameVariable(self)
 
   def _should_act_as_resource_variable(self) -> None:
