@@ -263,3 +263,37 @@ def test_reduce_and_for_loop_in_function_match_native(n):
   dataset = tf.data.Dataset.range(11).batch(3)
   expected = total(strategy, strategy.experimental_distribute_dataset(dataset))
   assert total(None, _ours(n, dataset)) == expected == (55, 55)
+
+
+@pytest.mark.parametrize("n", [1, 2, 4])
+@pytest.mark.parametrize("kind", ["split", "from_function"])
+def test_eager_fast_path_equals_general_path(n, kind):
+  # Eagerly, dense input is read with one raw IteratorGetNext per element
+  # (fast_path.py); asynchronous eager execution uses tf.data's get_next
+  # (fetch.py).  Both must give the same values, structures and devices.
+  def make():
+    dataset = tf.data.Dataset.range(11).batch(3).map(
+        lambda x: {"b": (x, tf.strings.as_string(x)), "a": x * 2})
+    if kind == "split":
+      return _ours(n, dataset)
+    return input_lib.distribute_datasets_from_function(
+        FakeExtended(n), lambda _: dataset, None)
+
+  def read_all():
+    it, out = iter(make()), []
+    while True:
+      try:
+        value = it.get_next()
+      except tf.errors.OutOfRangeError:
+        return out
+      out.append((local_values(value, n), devices_of(value, n),
+                  list(value)))
+
+  assert iter(make())._reader is not None  # pylint: disable=protected-access
+  fast = read_all()
+  tf.config.experimental.set_synchronous_execution(False)
+  try:
+    general = read_all()
+  finally:
+    tf.config.experimental.set_synchronous_execution(True)
+  assert fast == general and fast

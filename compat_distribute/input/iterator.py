@@ -24,6 +24,7 @@ from typing import Any, Optional
 
 import tensorflow as tf
 
+from compat_distribute.input import fast_path
 from compat_distribute.input import fetch
 from compat_distribute.input import layout as layout_lib
 
@@ -51,6 +52,8 @@ class DistributedIterator(tf.distribute.DistributedIterator, _CompositeTensor):
     self._layout = layout
     self._host = host_iterator
     self._host_spec = host_spec
+    self._reader = fast_path.EagerReader.create(layout, host_iterator,
+                                                host_spec)
 
   def __repr__(self) -> str:
     return (f"DistributedIterator(kind={self._layout.kind!r}, "
@@ -78,6 +81,9 @@ class DistributedIterator(tf.distribute.DistributedIterator, _CompositeTensor):
     """
     del name
     check_cross_replica("DistributedIterator.get_next")
+    if (self._reader is not None and
+        tf.config.experimental.get_synchronous_execution()):
+      return self._reader.next_step()
     return fetch.next_step(self._layout, self._host.get_next)
 
   def get_next_as_optional(self) -> tf.experimental.Optional:

@@ -23,6 +23,7 @@ from typing import Any, Callable, Optional
 
 import tensorflow as tf
 
+from compat_distribute.input import fast_path
 from compat_distribute.input import fetch
 from compat_distribute.input import iterator as iterator_lib
 from compat_distribute.input import layout as layout_lib
@@ -51,12 +52,17 @@ class InputIterator:
       self._fn = source
       self._host_spec = None
       self._host = None
+      self._reader = None
 
   def _make_host_iterator(self) -> Any:
     with tf.device(self._layout.host):
       if self._graph:
+        self._reader = None
         return tf.compat.v1.data.make_initializable_iterator(self._dataset)
-      return iter(self._dataset)
+      host = iter(self._dataset)
+    self._reader = fast_path.EagerReader.create(self._layout, host,
+                                                self._host_spec)
+    return host
 
   def __repr__(self) -> str:
     source = "dataset" if self._fn is None else f"callable {self._fn!r}"
@@ -96,6 +102,9 @@ class InputIterator:
     iterator_lib.check_cross_replica("InputIterator.get_next")
     if self._fn is not None:
       return fetch.next_step(self._layout, self._fn)
+    if (self._reader is not None and
+        tf.config.experimental.get_synchronous_execution()):
+      return self._reader.next_step()
     return fetch.next_step(self._layout, self._host.get_next)
 
   def get_next_as_optional(self) -> tf.experimental.Optional:
