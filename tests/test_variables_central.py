@@ -414,3 +414,65 @@ def test_saved_model_of_module_made_in_scope(tmp_path):
   with strategy.scope():
     reloaded = tf.saved_model.load(str(tmp_path))
   np.testing.assert_array_equal(reloaded.f(), [2.0, 4.0])
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_keras_model_save_and_load_in_scope(tmp_path, n):
+  import keras  # pylint: disable=g-import-not-at-top
+  strategy = OURS(devices(n))
+  with strategy.scope():
+    keras.utils.set_random_seed(5)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2),
+                              keras.layers.BatchNormalization()])
+    model.compile(optimizer="adam", loss="mse")
+  path = os.path.join(tmp_path, "m.keras")
+  model.save(path)
+  with strategy.scope():
+    loaded = keras.models.load_model(path)
+  assert [type(w.value).__name__ for w in loaded.weights] == [
+      type(w.value).__name__ for w in model.weights]
+  assert_all_equal([w.numpy() for w in loaded.weights],
+                   [w.numpy() for w in model.weights])
+  x = tf.ones((4, 3))
+  np.testing.assert_allclose(loaded(x), model(x), rtol=1e-6)
+  plain = keras.models.load_model(path)
+  np.testing.assert_allclose(plain(x), model(x), rtol=1e-6)
+
+
+def _train_tf_keras(strategy, optimizer_name, steps=3):
+  import tf_keras  # pylint: disable=g-import-not-at-top
+  n = strategy.num_replicas_in_sync
+  with strategy.scope():
+    tf_keras.utils.set_random_seed(11)
+    model = tf_keras.Sequential([
+        tf_keras.layers.Dense(5, activation="tanh", input_shape=(4,)),
+        tf_keras.layers.Dense(1)])
+    optimizer = (tf_keras.optimizers.legacy.SGD(0.1, momentum=0.9)
+                 if optimizer_name == "legacy_sgd" else
+                 tf_keras.optimizers.Adam(0.05))
+  x = tf.reshape(tf.range(32, dtype=tf.float32), (8, 4)) / 32.0
+  y = tf.reduce_sum(tf.cos(x), axis=1, keepdims=True)
+  xs, ys = tf.reshape(x, (n, 8 // n, 4)), tf.reshape(y, (n, 8 // n, 1))
+
+  def replica_fn():
+    rid = tf.distribute.get_replica_context().replica_id_in_sync_group
+    xb, yb = tf.gather(xs, rid), tf.gather(ys, rid)
+    with tf.GradientTape() as tape:
+      loss = tf.reduce_sum((model(xb) - yb) ** 2) / 8.0
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+
+  step = tf.function(lambda: strategy.reduce(
+      "SUM", strategy.run(replica_fn), axis=None))
+  losses = [float(step()) for _ in range(steps)]
+  return losses, [w.numpy() for w in model.weights]
+
+
+@pytest.mark.parametrize("n", [1, 2])
+@pytest.mark.parametrize("optimizer", ["legacy_sgd", "adam"])
+def test_tf_keras_training_loop_matches_native(n, optimizer):
+  pytest.importorskip("tf_keras")
+  ours, native = both(n, lambda s: _train_tf_keras(s, optimizer))
+  for a, b in zip(ours, native):
+    assert_all_equal(a, b)
