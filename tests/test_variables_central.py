@@ -476,3 +476,39 @@ def test_tf_keras_training_loop_matches_native(n, optimizer):
   ours, native = both(n, lambda s: _train_tf_keras(s, optimizer))
   for a, b in zip(ours, native):
     assert_all_equal(a, b)
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_graph_mode_v1_variables_optimizer_and_global_step(n):
+  def program(strategy_class):
+    with tf.Graph().as_default():
+      strategy = strategy_class(devices(n))
+      with strategy.scope():
+        v = tf.compat.v1.get_variable("v", initializer=[1.0, 2.0],
+                                      aggregation=A.MEAN)
+        w = tf.compat.v1.get_variable("w", initializer=[1.0, 2.0])
+        step = tf.compat.v1.train.get_or_create_global_step()
+
+        def replica_fn():
+          rid = replica_id()
+          update = v.assign_add(tf.stack([rid, rid]), read_value=False)
+          loss = tf.reduce_sum(w * w) * (rid + 1.0)
+          with tf.control_dependencies([update]):
+            return tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
+                loss, global_step=step)
+
+        train = strategy.group(
+            strategy.extended.call_for_each_replica(replica_fn))
+      names = ([type(x).__name__ for x in tf.compat.v1.global_variables()],
+               len(tf.compat.v1.trainable_variables()),
+               type(tf.compat.v1.train.get_global_step()).__name__)
+      with tf.compat.v1.Session() as session:
+        session.run(tf.compat.v1.global_variables_initializer())
+        session.run(train)
+        return names, session.run([v, w, step])
+
+  ours, native = program(OURS), program(NATIVE)
+  assert ours[0] == native[0]
+  assert_all_equal(ours[1], native[1])
+  np.testing.assert_allclose(ours[1][0], [1.0, 2.0] if n == 1 else [1.5, 2.5])
+  assert ours[1][2] == 1
