@@ -512,3 +512,26 @@ def test_graph_mode_v1_variables_optimizer_and_global_step(n):
   assert_all_equal(ours[1], native[1])
   np.testing.assert_allclose(ours[1][0], [1.0, 2.0] if n == 1 else [1.5, 2.5])
   assert ours[1][2] == 1
+
+
+@pytest.mark.parametrize("library", ["keras", "tf_keras"])
+def test_keras_deferred_restore_into_model_built_in_scope(tmp_path, library):
+  lib = pytest.importorskip(library)
+  with OURS(devices(2)).scope():
+    model = lib.Sequential([lib.layers.Dense(2)])
+    model.build((None, 3))
+  for i, w in enumerate(model.weights):
+    w.assign(tf.fill(w.shape, float(i + 3)))
+  path = tf.train.Checkpoint(model=model).save(os.path.join(tmp_path, "c"))
+
+  def program(strategy):
+    with strategy.scope():
+      restored = lib.Sequential([lib.layers.Dense(2)])
+      status = tf.train.Checkpoint(model=restored).restore(path)
+      restored.build((None, 3))
+    status.assert_existing_objects_matched()
+    return [w.numpy() for w in restored.weights]
+
+  ours, native = both(2, program)
+  assert_all_equal(ours, native)
+  assert_all_equal(ours, [w.numpy() for w in model.weights])
