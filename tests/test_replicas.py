@@ -1,0 +1,390 @@
+"""Several replicas: all_reduce / all_gather (values, devices, gradients)
+against TensorFlow's CentralStorageStrategy, and the replica runner's
+robustness -- errors in a replica or in merge_fn, mismatched merge_calls,
+misuse of merge_call, thread reuse.  Cases that could hang run under
+``within`` (a helper thread with a deadline) instead of a pytest timeout."""
+import threading
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from central_storage_support import (REPLICAS, OursCentralStorage,
+                                     assert_same, both, compute_devices,
+                                     devices, norm, pair, replica_float,
+                                     run_in_mode, within)
+from compat_distribute import cross_device
+from compat_distribute import replica_threads
+from compat_distribute import values as values_lib
+from conftest import cpu
+
+DEADLINE = 120  # seconds; generous for a loaded 2-core machine
+
+
+# -- all_reduce / all_gather --------------------------------------------------
+
+def _collectives():
+  ctx = tf.distribute.get_replica_context()
+  x = replica_float()
+  row = tf.reshape(x, [1, 1]) * tf.ones([1, 2])
+  return (ctx.all_reduce("SUM", x),
+          ctx.all_reduce(tf.distribute.ReduceOp.MEAN,
+                         {"a": x * 2.0, "b": [x, x * 3.0]}),
+          ctx.all_reduce("mean", tf.cast(x, tf.int32)),
+          ctx.all_gather(row, axis=0),
+          ctx.all_gather({"r": row}, axis=1))
+
+
+@pytest.mark.parametrize("n", REPLICAS)
+def test_all_reduce_and_all_gather_match_native(n, mode):
+  ours, native = both(n, mode, lambda s: s.run(_collectives))
+  assert_same(ours, native)
+  if mode == "eager" and n > 1:
+    assert devices(ours[0]) == devices(native[0]) == tuple(
+        cpu(i) for i in range(n))
+    assert devices(ours[3]) == devices(native[3])
+
+
+@pytest.mark.parametrize("n", (2, 4))
+def test_all_reduce_indexed_slices(n, mode):
+  def fn():
+    ctx = tf.distribute.get_replica_context()
+    rid = ctx.replica_id_in_sync_group
+    slices = tf.IndexedSlices(tf.ones([1, 2]) * replica_float(),
+                              tf.reshape(rid, [1]), tf.constant([n, 2]))
+    return ctx.all_reduce("SUM", slices), ctx.all_reduce("MEAN", slices)
+
+  ours, native = both(n, mode, lambda s: s.run(fn))
+  assert_same(ours, native)
+  assert isinstance(ours[0].values[0], tf.IndexedSlices)
+
+
+def _gradients():
+  ctx = tf.distribute.get_replica_context()
+  x = tf.constant([1.0, 2.0]) * replica_float()
+  with tf.GradientTape(persistent=True) as tape:
+    tape.watch(x)
+    summed = ctx.all_reduce("SUM", x * x)
+    mean = ctx.all_reduce("MEAN", x * 3.0)
+    gathered = ctx.all_gather(x * x, axis=0)
+    loss = (tf.reduce_sum(summed * [1.0, 3.0]) + tf.reduce_sum(mean) +
+            tf.reduce_sum(gathered * tf.range(1.0, 2.0 * ctx.num_replicas_in_sync
+                                              + 1.0)))
+  return (tape.gradient(loss, x), tape.gradient(summed, x),
+          tape.gradient(gathered, x))
+
+
+@pytest.mark.parametrize("n", REPLICAS)
+def test_gradients_through_all_reduce_and_all_gather(n, mode):
+  ours, native = both(n, mode, lambda s: s.run(_gradients))
+  assert_same(ours, native)
+
+
+@pytest.mark.parametrize("n", (2,))
+def test_merge_call_result_is_not_differentiated(n):
+  # TensorFlow runs merge_fn where no replica's tape sees it.
+  def fn():
+    ctx = tf.distribute.get_replica_context()
+    x = tf.constant(2.0)
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      y = ctx.merge_call(lambda s, v: s.reduce("SUM", v, axis=None),
+                         args=(x * x,))
+    return tape.gradient(y, x)
+
+  for strategy in pair(n):
+    assert strategy.run(fn) is None
+
+
+def test_all_gather_rejects_indexed_slices():
+  ours, _ = pair(2)
+
+  def fn():
+    ctx = tf.distribute.get_replica_context()
+    return ctx.all_gather(tf.IndexedSlices(tf.ones([1]), tf.constant([0])), 0)
+
+  with pytest.raises(NotImplementedError, match="IndexedSlices"):
+    ours.run(fn)
+
+
+# -- the runner -----------------------------------------------------------------
+
+@pytest.mark.parametrize("n", (2, 4))
+def test_replica_contexts_and_name_scopes(n):
+  def program(strategy):
+    names = []
+
+    @tf.function
+    def f():
+      def fn():
+        ctx = tf.distribute.get_replica_context()
+        names.append(tf.constant(1.0, name="c").name)
+        ctx.merge_call(lambda s: None)
+        names.append(tf.constant(1.0, name="d").name)
+        assert tf.distribute.get_strategy() is strategy
+        return ctx.replica_id_in_sync_group
+      return strategy.run(fn)
+
+    return f(), names
+
+  (ours, ours_names), (native, native_names) = (program(s) for s in pair(n))
+  assert_same(ours, native)
+  assert sorted(ours_names) == sorted(native_names)
+
+
+@pytest.mark.parametrize("n", (2, 4))
+def test_run_a_tf_function_traces_replicas_together(n):
+  def program(strategy):
+    @tf.function
+    def step(x):
+      ctx = tf.distribute.get_replica_context()
+      return ctx.all_reduce("SUM", x * replica_float())
+    return strategy.run(step, args=(tf.constant(2.0),))
+
+  ours, native = (program(s) for s in pair(n))
+  assert_same(ours, native)
+
+
+@pytest.mark.parametrize("n", (2, 4))
+def test_variables_created_in_run_are_shared(n):
+  for strategy in pair(n):
+    created = strategy.run(lambda: tf.Variable(1.0, name="w"))
+    assert isinstance(created, tf.Variable)  # one variable, unwrapped
+
+
+def test_mismatched_shared_variables_explained():
+  ours, _ = pair(2)
+
+  def fn():
+    if tf.distribute.get_replica_context().replica_id_in_sync_group == 1:
+      return tf.Variable(1.0, name="only_on_replica_1")
+    return None
+
+  with pytest.raises(RuntimeError, match="same variables"):
+    ours.run(fn)
+
+
+def test_workers_are_reused():
+  ours, _ = pair(4)
+
+  def step():
+    return tf.distribute.get_replica_context().all_reduce("SUM",
+                                                          replica_float())
+
+  ours.run(step)
+  before = threading.active_count()
+  for _ in range(5):
+    assert float(ours.run(step).values[0]) == 10.0
+  assert threading.active_count() == before
+
+
+@pytest.mark.parametrize("n", (2, 4))
+def test_runs_from_a_non_main_thread(n):
+  ours, _ = pair(n)
+
+  def step():
+    ctx = tf.distribute.get_replica_context()
+    return ctx.all_reduce("SUM", replica_float())
+
+  result = within(DEADLINE, lambda: ours.run(step))
+  assert norm(result) == norm(values_lib.PerReplica(
+      [tf.constant(n * (n + 1) / 2.0)] * n))
+
+
+# -- errors -------------------------------------------------------------------
+
+def _raise_on(replica, where):
+  """A replica function raising KeyError on ``replica`` before / after a
+  merge_call (``where``)."""
+  def fn():
+    ctx = tf.distribute.get_replica_context()
+    failing = int(ctx.replica_id_in_sync_group) == replica
+    if failing and where == "before":
+      raise KeyError(f"boom {replica}")
+    ctx.merge_call(lambda s: None)
+    if failing:
+      raise KeyError(f"boom {replica}")
+    return ctx.replica_id_in_sync_group
+  return fn
+
+
+def _assert_clean_after_error(strategy, n):
+  assert not tf.distribute.has_strategy()
+  assert tf.distribute.get_replica_context() is not None  # the default one
+  result = strategy.run(
+      lambda: tf.distribute.get_replica_context().all_reduce(
+          "SUM", replica_float()))
+  assert float(strategy.experimental_local_results(result)[0]) == (
+      n * (n + 1) / 2.0)
+
+
+@pytest.mark.parametrize("n", (2, 4))
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_exception_in_a_replica_propagates(n, where):
+  ours, native = pair(n)
+  for replica in (0, 1, n - 1):
+    for strategy in (ours, native):
+      with pytest.raises(KeyError, match=f"boom {replica}"):
+        within(DEADLINE, lambda s=strategy: s.run(_raise_on(replica, where)))
+    within(DEADLINE, lambda: _assert_clean_after_error(ours, n))
+
+
+@pytest.mark.parametrize("n", (2, 4))
+def test_exception_in_merge_fn_propagates(n, mode):
+  ours, native = pair(n)
+  error = ZeroDivisionError("in merge_fn")
+
+  def merge_fn(strategy):
+    raise error
+
+  def program(strategy):
+    return strategy.run(
+        lambda: tf.distribute.get_replica_context().merge_call(merge_fn))
+
+  for strategy in (ours, native):
+    with pytest.raises(ZeroDivisionError) as info:
+      within(DEADLINE, lambda s=strategy: run_in_mode(mode, lambda: program(s)))
+  assert info.value is error or mode == "tf_function"
+  within(DEADLINE, lambda: _assert_clean_after_error(ours, n))
+
+
+def test_exception_swallowed_by_user_code_still_fails_the_run():
+  ours, _ = pair(2)
+
+  def fn():
+    ctx = tf.distribute.get_replica_context()
+    if int(ctx.replica_id_in_sync_group) == 1:
+      raise KeyError("replica 1")
+    try:
+      ctx.merge_call(lambda s: None)
+    except KeyError:
+      pass  # replica 0 swallows replica 1's error
+    return 0
+
+  with pytest.raises(KeyError, match="replica 1"):
+    within(DEADLINE, lambda: ours.run(fn))
+  within(DEADLINE, lambda: _assert_clean_after_error(ours, 2))
+
+
+@pytest.mark.parametrize("n", (2, 4))
+@pytest.mark.parametrize("merging", ["replica_0", "others"])
+def test_different_numbers_of_merge_calls(n, merging, mode):
+  def fn():
+    ctx = tf.distribute.get_replica_context()
+    on_zero = int(tf.get_static_value(ctx.replica_id_in_sync_group)) == 0
+    if on_zero == (merging == "replica_0"):
+      ctx.merge_call(lambda s: None)
+    return 1
+
+  for strategy in pair(n):
+    with pytest.raises(RuntimeError, match="different number"):
+      within(DEADLINE, lambda s=strategy: run_in_mode(mode, lambda: s.run(fn)))
+  within(DEADLINE, lambda: _assert_clean_after_error(pair(n)[0], n))
+
+
+def test_merge_call_from_cross_replica_context():
+  ours, native = pair(2)
+  for strategy in (ours, native):
+    kept = []
+    strategy.run(lambda: kept.append(tf.distribute.get_replica_context()))
+    with pytest.raises(RuntimeError):
+      kept[0].merge_call(lambda s: 1)
+    with strategy.scope():
+      with pytest.raises(RuntimeError):
+        kept[0].merge_call(lambda s: 1)
+
+    def nested():
+      ctx = tf.distribute.get_replica_context()
+      return ctx.merge_call(lambda s: ctx.merge_call(lambda s2: 1))
+
+    with pytest.raises(RuntimeError):
+      within(DEADLINE, lambda s=strategy: s.run(nested))
+  within(DEADLINE, lambda: _assert_clean_after_error(ours, 2))
+
+
+def test_merge_call_with_another_replicas_context_is_refused():
+  ours, _ = pair(2)
+  kept = []
+
+  def fn():
+    ctx = tf.distribute.get_replica_context()
+    kept.append(ctx)
+    if len(kept) == 2:
+      return kept[0].merge_call(lambda s: 1)
+    return ctx.merge_call(lambda s: 1)
+
+  with pytest.raises(RuntimeError, match="not the replica context"):
+    within(DEADLINE, lambda: ours.run(fn))
+
+
+def test_merge_call_inside_a_nested_tf_function_is_refused():
+  ours, native = pair(2)
+
+  @tf.function
+  def inner():
+    return tf.distribute.get_replica_context().all_reduce("SUM", 1.0)
+
+  for strategy in (ours, native):
+    with pytest.raises(RuntimeError):
+      within(DEADLINE, lambda s=strategy: s.run(lambda: inner()))
+  within(DEADLINE, lambda: _assert_clean_after_error(ours, 2))
+
+
+def test_merge_call_arguments_checked():
+  ours, _ = pair(2)
+  with pytest.raises(TypeError, match="callable"):
+    ours.run(lambda: tf.distribute.get_replica_context().merge_call(3))
+
+
+# -- cross-device implementations -----------------------------------------------
+
+def test_collective_ops_match_reduce_to_one_device_eagerly():
+  with tf.device(cpu(0)):
+    a = tf.constant([[1.0, 2.0]])
+  with tf.device(cpu(1)):
+    b = tf.constant([[3.0, 5.0]])
+  x = values_lib.PerReplica([a, b])
+  collective = cross_device.CollectiveOps(compute_devices(2),
+                                          timeout_seconds=60)
+  one = cross_device.ReduceToOneDevice()
+  for op in ("SUM", "MEAN"):
+    op = tf.distribute.ReduceOp(op)
+    got = within(DEADLINE, lambda op=op: collective.reduce(op, x, x))
+    assert norm(got) == norm(one.reduce(op, x, x))
+    assert devices(got) == (cpu(0), cpu(1))
+  for axis in (0, 1):
+    got = within(DEADLINE, lambda axis=axis: collective.gather(x, x, axis))
+    assert norm(got) == norm(one.gather(x, x, axis))
+  # Other destinations fall back to reducing on one device.
+  assert norm(collective.reduce(tf.distribute.ReduceOp.SUM, x, "/cpu:2")) == (
+      "float32", [[4.0, 7.0]])
+
+
+def test_collective_ops_all_reduce_through_a_strategy_eagerly():
+  ours = OursCentralStorage(compute_devices(2))
+  ours.extended._cross_device_ops = cross_device.CollectiveOps(  # pylint: disable=protected-access
+      compute_devices(2), timeout_seconds=60)
+  result = within(DEADLINE, lambda: ours.run(_collectives))
+  ours_one, _ = pair(2)
+  assert norm(result) == norm(ours_one.run(_collectives))
+
+
+def test_destinations_validated():
+  with pytest.raises(ValueError, match="empty string"):
+    cross_device.devices_of("")
+  with pytest.raises(ValueError, match="destinations must be"):
+    cross_device.devices_of(3)
+
+
+def test_replica_threads_shared_variable_outside_run_just_creates():
+  assert replica_threads.shared_variable("x", lambda: 42) == 42
+
+
+def test_reduce_of_numpy_values_in_merge_call():
+  def fn():
+    ctx = tf.distribute.get_replica_context()
+    return ctx.merge_call(lambda s, v: s.reduce("SUM", v, axis=None),
+                          args=(np.float32(1.0) * replica_float(),))
+
+  ours, native = (s.run(fn) for s in pair(2))
+  assert_same(ours, native)
