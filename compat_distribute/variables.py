@@ -178,6 +178,12 @@ class AggregatingVariable(tf.Variable, tf.__internal__.types.Tensor):
     """How replica-context updates combine across replicas."""
     return self._aggregation
 
+  def __copy__(self) -> "AggregatingVariable":
+    return self  # as tf.Variable: a shallow copy is the variable itself
+
+  def __reduce__(self) -> Any:
+    return self._v.__reduce__()  # pickles as its (plain) variable, as TF's
+
   def __deepcopy__(self, memo: dict) -> "AggregatingVariable":
     copied = type(self)(self._distribute_strategy,
                         copy.deepcopy(self._v, memo), self._aggregation)
@@ -316,26 +322,25 @@ class AggregatingVariable(tf.Variable, tf.__internal__.types.Tensor):
     self._v._write_object_proto(proto, options)  # pylint: disable=protected-access
 
 
-def _forward_property(name: str, doc: str) -> None:
-  def getter(self):
-    return getattr(self._v, name)  # pylint: disable=protected-access
-  getter.__name__ = name
-  setattr(AggregatingVariable, name, property(getter, doc=doc))
-
-
-def _forward_method(name: str, doc: str) -> None:
-  def method(self, *args, **kwargs):
-    return getattr(self._v, name)(*args, **kwargs)  # pylint: disable=protected-access
-  method.__name__ = name
-  method.__doc__ = doc
-  setattr(AggregatingVariable, name, method)
+def _forward(name: str, is_property: bool) -> None:
+  """Defines ``AggregatingVariable.<name>`` as the wrapped variable's."""
+  if is_property:
+    member = property(lambda self: getattr(self._v, name),  # pylint: disable=protected-access
+                      doc=f"The wrapped variable's ``{name}``.")
+  else:
+    def member(self, *args, **kwargs):
+      return getattr(self._v, name)(*args, **kwargs)  # pylint: disable=protected-access
+    member.__name__ = name
+    member.__doc__ = (f"The wrapped variable's ``{name}`` (an update here "
+                      "applies directly, per replica, never aggregated).")
+  setattr(AggregatingVariable, name, member)
 
 
 for _name in ("name", "dtype", "shape", "device", "graph", "op", "handle",
               "trainable", "synchronization", "constraint", "initializer",
               "initial_value", "_shared_name", "_unique_id", "_in_graph_mode",
               "_graph_element", "_save_slice_info"):
-  _forward_property(_name, f"The wrapped variable's ``{_name}``.")
+  _forward(_name, is_property=True)
 
 for _name in ("get_shape", "set_shape", "sparse_read", "gather_nd", "eval",
               "load", "initialized_value", "count_up_to", "to_proto",
@@ -345,16 +350,12 @@ for _name in ("get_shape", "set_shape", "sparse_read", "gather_nd", "eval",
               "scatter_nd_sub", "scatter_nd_max", "scatter_nd_min",
               "batch_scatter_update", "_as_graph_element",
               "_get_save_slice_info", "_set_save_slice_info"):
-  _forward_method(_name, f"``{_name}`` of the wrapped variable (applied "
-                  "directly, never aggregated).")
+  _forward(_name, is_property=False)
 
 
 class _SameVariable(tf.types.experimental.TraceType):
-  """Trace type of an ``AggregatingVariable`` argument: the object itself.
-
-  A ``tf.function`` retraces for each distinct wrapper object passed, and
-  its body sees the wrapper.
-  """
+  """Trace type of an ``AggregatingVariable`` argument: the object itself
+  (one trace per wrapper object; the function body sees the wrapper)."""
 
   def __init__(self, variable: AggregatingVariable) -> None:
     self._ref = weakref.ref(variable)

@@ -182,6 +182,7 @@ def test_slice_assign_and_count_up_to():
 
 def test_deepcopy_keeps_strategy_and_aggregation():
   w, _ = make_pair([1.0, 2.0], aggregation=SUM)
+  assert copy.copy(w) is w
   c = copy.deepcopy(w)
   assert isinstance(c, AggregatingVariable) and c is not w
   assert c.get() is not w.get()
