@@ -90,8 +90,12 @@ class DistributedDataset(tf.distribute.DistributedDataset, _CompositeTensor):
 
   @property
   def _type_spec(self) -> "DistributedDatasetSpec":
-    return DistributedDatasetSpec(self._layout.as_tuple(),
-                                  self._host.element_spec)
+    # Built once: tf.function asks for it on every call.
+    spec = self.__dict__.get("_spec")
+    if spec is None:
+      spec = self._spec = DistributedDatasetSpec(self._layout.as_tuple(),
+                                                 self._host.element_spec)
+    return spec
 
 
 class DistributedDatasetSpec(tf.TypeSpec):
@@ -111,15 +115,17 @@ class DistributedDatasetSpec(tf.TypeSpec):
     return (self._layout_tuple, self._host_spec)
 
   @property
-  def _component_specs(self) -> tuple[tf.TypeSpec, ...]:
-    return (tf.data.DatasetSpec(self._host_spec),)
+  def _component_specs(self) -> tf.TypeSpec:
+    # A single component, not a 1-tuple: packing a tuple costs Python time
+    # on every tf.function call that takes this value as an argument.
+    return tf.data.DatasetSpec(self._host_spec)
 
-  def _to_components(self, value: DistributedDataset) -> tuple[Any, ...]:
-    return (value._host,)  # pylint: disable=protected-access
+  def _to_components(self, value: DistributedDataset) -> Any:
+    return value._host  # pylint: disable=protected-access
 
   def _from_components(self, components: Any) -> DistributedDataset:
     return DistributedDataset(layout_lib.Layout.from_tuple(self._layout_tuple),
-                              components[0])
+                              components)
 
   def __repr__(self) -> str:
     return (f"DistributedDatasetSpec(layout={self._layout_tuple!r}, "

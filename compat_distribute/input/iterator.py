@@ -99,7 +99,12 @@ class DistributedIterator(tf.distribute.DistributedIterator, _CompositeTensor):
 
   @property
   def _type_spec(self) -> "DistributedIteratorSpec":
-    return DistributedIteratorSpec(self._layout.as_tuple(), self._host_spec)
+    # Built once: tf.function asks for it on every call.
+    spec = self.__dict__.get("_spec")
+    if spec is None:
+      spec = self._spec = DistributedIteratorSpec(self._layout.as_tuple(),
+                                                  self._host_spec)
+    return spec
 
 
 class DistributedIteratorSpec(tf.TypeSpec):
@@ -119,15 +124,17 @@ class DistributedIteratorSpec(tf.TypeSpec):
     return (self._layout_tuple, self._host_spec)
 
   @property
-  def _component_specs(self) -> tuple[tf.TypeSpec, ...]:
-    return (tf.data.IteratorSpec(self._host_spec),)
+  def _component_specs(self) -> tf.TypeSpec:
+    # A single component, not a 1-tuple: packing a tuple costs Python time
+    # on every tf.function call that takes this value as an argument.
+    return tf.data.IteratorSpec(self._host_spec)
 
-  def _to_components(self, value: DistributedIterator) -> tuple[Any, ...]:
-    return (value._host,)  # pylint: disable=protected-access
+  def _to_components(self, value: DistributedIterator) -> Any:
+    return value._host  # pylint: disable=protected-access
 
   def _from_components(self, components: Any) -> DistributedIterator:
     return DistributedIterator(layout_lib.Layout.from_tuple(self._layout_tuple),
-                               components[0], self._host_spec)
+                               components, self._host_spec)
 
   def __repr__(self) -> str:
     return (f"DistributedIteratorSpec(layout={self._layout_tuple!r}, "
