@@ -258,7 +258,7 @@ def test_update_context_does_not_merge_again(n, mode):
 
 # -- Keras -------------------------------------------------------------------
 
-def _train(strategy, optimizer_name, steps=3):
+def _train(strategy, optimizer_name, steps=3, eager=False):
   import keras  # pylint: disable=g-import-not-at-top
   n = strategy.num_replicas_in_sync
   with strategy.scope():
@@ -282,8 +282,8 @@ def _train(strategy, optimizer_name, steps=3):
     optimizer.apply_gradients(zip(grads, model.trainable_variables))
     return loss
 
-  step = tf.function(lambda: strategy.reduce(
-      "SUM", strategy.run(replica_fn), axis=None))
+  step = lambda: strategy.reduce("SUM", strategy.run(replica_fn), axis=None)
+  step = step if eager else tf.function(step)
   losses = [float(step()) for _ in range(steps)]
   return (losses, [w.numpy() for w in model.weights],
           [v.numpy() for v in optimizer.variables])
@@ -296,6 +296,13 @@ def test_keras_training_loop_matches_native(n, optimizer):
   for a, b in zip(ours, native):
     assert_all_equal(a, b)
   assert ours[2][0] == 3  # iterations: ONLY_FIRST_REPLICA, once per step
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_keras_training_loop_eagerly_matches_native(optimizer):
+  ours, native = both(2, lambda s: _train(s, optimizer, eager=True))
+  for a, b in zip(ours, native):
+    assert_all_equal(a, b)
 
 
 @pytest.mark.parametrize("n", [1, 2])
