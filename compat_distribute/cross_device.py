@@ -35,6 +35,7 @@ ReduceToOneDevice(reduce_to_device=None)
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import itertools
 import threading
 from typing import Any, Optional, Sequence
@@ -62,7 +63,7 @@ def devices_of(destinations: Any) -> tuple[str, ...]:
       raise ValueError(
           "destinations must name a device, got the empty string. Pass e.g. "
           "'/cpu:0', a variable, or a per-replica value.")
-    return (devices_lib.canonicalize(destinations),)
+    return (_canonicalize(destinations),)
   device = getattr(destinations, "device", None)
   if device is None:
     raise ValueError(
@@ -72,8 +73,13 @@ def devices_of(destinations: Any) -> tuple[str, ...]:
   return (_canonical(device),)
 
 
+@functools.lru_cache(maxsize=512)
+def _canonicalize(device: str) -> str:
+  return devices_lib.canonicalize(device)
+
+
 def _canonical(device: str) -> str:
-  return devices_lib.canonicalize(device) if device else _HOST
+  return _canonicalize(device) if device else _HOST
 
 
 def check_reducible(reduce_op: Any, value: Any, num_replicas: int) -> None:

@@ -137,7 +137,8 @@ class ReplicaContext(tf.distribute.ReplicaContext,
     replicas' upstream gradients, as in TensorFlow; IndexedSlices are
     reduced without a custom gradient.
     """
-    flat = tf.nest.flatten(value)
+    single = tf.is_tensor(value) and not isinstance(value, tf.IndexedSlices)
+    flat = [value] if single else tf.nest.flatten(value)
 
     def merge_fn(strategy, *per_replica):
       return strategy.extended.batch_reduce_to(
@@ -152,7 +153,8 @@ class ReplicaContext(tf.distribute.ReplicaContext,
       ys = self.merge_call(merge_fn, args=xs)
       return ys, lambda *dys: self.all_reduce(reduce_op, list(dys))
 
-    return tf.nest.pack_sequence_as(value, reduce_with_gradient(*flat))
+    reduced = reduce_with_gradient(*flat)
+    return reduced[0] if single else tf.nest.pack_sequence_as(value, reduced)
 
   def _all_gather(self, value: Any, axis: int) -> Any:
     """All-gather for several replicas: ``_gather_to`` in ``merge_fn``.
