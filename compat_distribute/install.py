@@ -13,8 +13,9 @@ TensorFlow name                                                      replaced by
 ===================================================================  ==================================================
 
 The same two v2 names under ``tf.compat.v2.distribute`` (a separate module
-object in TensorFlow 2.21) are replaced as well.  ``uninstall()`` puts the
-exact original objects back.  Both are idempotent, and ``install()`` also
+object in TensorFlow 2.21) are replaced as well, and so are the names a later
+``from tensorflow.compat.v1.distribute import OneDeviceStrategy`` statement
+imports.  ``uninstall()`` puts the exact original objects back.  Both are idempotent, and ``install()`` also
 works as a context manager that undoes only what it did:
 
 >>> import tensorflow as tf
@@ -34,6 +35,7 @@ left untouched.
 from __future__ import annotations
 
 import importlib
+import sys
 import threading
 from typing import Any, Optional
 
@@ -54,9 +56,12 @@ _TARGETS: tuple[tuple[str, str, str, str], ...] = (
 )
 
 _lock = threading.RLock()
-# While installed: one (tf module object, attribute, original value) per
-# target, in _TARGETS order.  None while not installed.
+# While installed: one (module object, attribute, original value) per name
+# replaced, in the order replaced.  None while not installed.
 _originals: Optional[list[tuple[Any, str, Any]]] = None
+# Entries install() added to sys.modules, as (name, module); see
+# _import_name_modules.
+_added_modules: list[tuple[str, Any]] = []
 
 
 def _tf_module(path: str) -> Any:
@@ -65,6 +70,31 @@ def _tf_module(path: str) -> Any:
   for part in path.split("."):
     module = getattr(module, part)
   return module
+
+
+def _import_name_modules(tf_path: str, module: Any) -> tuple[list[Any],
+                                                             list[str]]:
+  """The module objects behind ``tensorflow.<tf_path>`` as an import name.
+
+  ``from tensorflow.compat.v1.distribute import OneDeviceStrategy`` works in
+  TensorFlow 2.21, but if ``tensorflow.compat.v1.distribute`` is not yet in
+  ``sys.modules`` the import statement loads a *new* copy of the module (with
+  TensorFlow's classes) and rebinds ``tf.compat.v1.distribute`` to it.  So
+  the module we patch is registered under its import name first, and a copy
+  already registered there is patched too.  Only ``tensorflow.compat.*``
+  names are handled: ``tensorflow.distribute`` is an unrelated package
+  (the RPC kernels), from which TensorFlow's strategies cannot be imported.
+
+  Returns:
+    (other module objects to patch, import names to register).
+  """
+  if not tf_path.startswith("compat."):
+    return [], []
+  name = "tensorflow." + tf_path
+  existing = sys.modules.get(name)
+  if existing is None:
+    return [], [name]
+  return ([] if existing is module else [existing]), []
 
 
 def _our_class(module_name: str, attr: str) -> Any:
@@ -148,18 +178,29 @@ def install() -> Installation:
   with _lock:
     if _originals is not None:
       return Installation(swapped=False)
-    plan = [(_tf_module(tf_path), attr, _our_class(our_module, our_attr))
-            for tf_path, attr, our_module, our_attr in _TARGETS]
+    plan, register = [], []
+    for tf_path, attr, our_module, our_attr in _TARGETS:
+      ours = _our_class(our_module, our_attr)
+      module = _tf_module(tf_path)
+      copies, names = _import_name_modules(tf_path, module)
+      plan.extend((m, attr, ours) for m in [module, *copies])
+      register.extend((name, module) for name in names)
     originals = [(module, attr, getattr(module, attr))
                  for module, attr, _ in plan]
     try:
       for module, attr, ours in plan:
         setattr(module, attr, ours)
+      for name, module in register:
+        sys.modules.setdefault(name, module)
     except BaseException:
       for module, attr, original in originals:
         setattr(module, attr, original)
+      for name, module in register:
+        if sys.modules.get(name) is module:
+          del sys.modules[name]
       raise
     _originals = originals
+    _added_modules[:] = register
     return Installation(swapped=True)
 
 
@@ -178,6 +219,10 @@ def uninstall() -> None:
       return
     for module, attr, original in reversed(_originals):
       setattr(module, attr, original)
+    for name, module in _added_modules:
+      if sys.modules.get(name) is module:
+        del sys.modules[name]
+    _added_modules.clear()
     _originals = None
 
 

@@ -27,7 +27,7 @@ install_lib = importlib.import_module("compat_distribute.install")
 # running a script that does not import it prints none.
 _TF_LOG_LINE = re.compile(
     r"^(WARNING: All log messages before absl::InitializeLog\(\).*|"
-    r"[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w.]+:\d+\] .*)\n", re.M)
+    r"[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w.]+:\d+\] .*)\n", re.M)
 
 
 def python(*args, cwd=REPO):
