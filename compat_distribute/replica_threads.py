@@ -40,10 +40,8 @@ unchanged; paused replicas are unwound first, so no thread is left waiting.
 """
 from __future__ import annotations
 
-import _thread
 import re
 import sys
-import threading
 import weakref
 from typing import Any, Callable, Optional
 
@@ -51,6 +49,7 @@ import tensorflow as tf
 
 from compat_distribute import _tf_private
 from compat_distribute import context
+from compat_distribute import replica_workers as workers_lib
 from compat_distribute import values as values_lib
 from compat_distribute.replica_context import ReplicaContext
 
@@ -104,28 +103,6 @@ class _Aborted(BaseException):
   """
 
 
-class _CallerState:
-  """What a worker thread must re-enter to act like the calling thread."""
-
-  __slots__ = ("graph", "eager", "init_graph", "init_eager", "strategy_stack",
-               "creators", "name_scope", "var_scope")
-
-  def __init__(self, graph: tf.Graph, eager: bool) -> None:
-    self.graph = graph
-    self.eager = eager
-    self.strategy_stack = list(_tf_private.strategy_stack())
-    self.creators = _tf_private.variable_creator_stack(graph)
-    if eager:
-      self.init_graph, self.init_eager = graph, True
-      self.name_scope, self.var_scope = "", None
-      return
-    with tf.init_scope():
-      self.init_graph = _get_default_graph()
-      self.init_eager = tf.executing_eagerly()
-    self.name_scope = graph.get_name_scope()
-    self.var_scope = tf.compat.v1.get_variable_scope()
-
-
 class _Run:
   """The state of one ``call_for_each_replica``."""
 
@@ -137,15 +114,20 @@ class _Run:
     self.fn, self.args, self.kwargs = fn, args, kwargs
     self.graph = _get_default_graph()
     self.eager = tf.executing_eagerly()
+    if not self.eager:
+      # TF2 graphs already keep device, colocation and control-dependency
+      # stacks per thread; a TF1-behaviour graph must, before replicas on
+      # several threads push onto them (TensorFlow does the same).
+      self.graph.switch_to_thread_local()
     self.caller_device = _tf_private.current_device()
-    self.caller = _CallerState(self.graph, self.eager)
+    self.caller = workers_lib.CallerState(self.graph, self.eager)
     self.contexts = [MultiReplicaContext(self.strategy, i, self)
                      for i in range(self.n)]
     self.results: list[Any] = [None] * self.n
     self.error: Optional[BaseException] = None
     self.aborted = False
     self.in_flight = False
-    self.workers: Optional[list[_Worker]] = None  # replica i on workers[i]
+    self.workers: Optional[list[Any]] = None  # replica i on workers[i]
     self.started = [False] * self.n
     self.finished = [False] * self.n
     self.requests: list[Any] = [None] * self.n
@@ -226,7 +208,7 @@ class _Run:
       self.aborted = True
       for i in paused:
         self.workers[i].resume()
-    _return_workers(self.workers[1:])
+    workers_lib.give_back(self.workers[1:])
     self.workers = None
 
   # -- merge_call -------------------------------------------------------------
@@ -259,7 +241,7 @@ class _Run:
       self.raise_error()
     self.requests[0] = (args, kwargs)
     if self.workers is None:
-      self.workers = [None] + _take_workers(self.n - 1)
+      self.workers = [None] + workers_lib.take(self.n - 1)
     for i in range(1, self.n):
       self.advance(i)
       if self.error is not None:
@@ -303,25 +285,16 @@ class _Run:
     """Replica ``i``'s whole job on its worker thread; never raises."""
     caller = self.caller
     try:
-      with _CallerGraphs(caller):
-        graph = _get_default_graph()
-        old_stack = _tf_private.strategy_stack()
-        old_creators = _tf_private.variable_creator_stack(graph)
-        _tf_private.set_strategy_stack(graph, list(caller.strategy_stack))
-        _tf_private.set_variable_creator_stack(graph, list(caller.creators))
-        try:
-          args = values_lib.select_replica(i, self.args)
-          kwargs = values_lib.select_replica(i, self.kwargs)
-          with tf.device(self.devices[i]), self.contexts[i]:
-            if self.eager:
+      with workers_lib.BorrowedState(caller):
+        args = values_lib.select_replica(i, self.args)
+        kwargs = values_lib.select_replica(i, self.kwargs)
+        with tf.device(self.devices[i]), self.contexts[i]:
+          if self.eager:
+            self.results[i] = self.fn(*args, **kwargs)
+          else:
+            with tf.name_scope(_replica_scope(caller.name_scope, i)), \
+                tf.compat.v1.variable_scope(caller.var_scope, reuse=True):
               self.results[i] = self.fn(*args, **kwargs)
-            else:
-              with tf.name_scope(_replica_scope(caller.name_scope, i)), \
-                  tf.compat.v1.variable_scope(caller.var_scope, reuse=True):
-                self.results[i] = self.fn(*args, **kwargs)
-        finally:
-          _tf_private.set_variable_creator_stack(graph, old_creators)
-          _tf_private.set_strategy_stack(graph, old_stack)
     except _Aborted:
       pass
     except BaseException as e:  # pylint: disable=broad-except
@@ -429,33 +402,6 @@ def _control_dependencies(per_replica: list[Any]) -> Any:
   return tf.control_dependencies(ops) if ops else _NULL
 
 
-class _CallerGraphs:
-  """Enters the caller's ``tf.init_scope`` graph and default graph on a
-  worker thread (nothing when the caller runs eagerly)."""
-
-  __slots__ = ("_caller", "_entered")
-
-  def __init__(self, caller: _CallerState) -> None:
-    self._caller = caller
-    self._entered: list[Any] = []
-
-  def __enter__(self) -> None:
-    caller = self._caller
-    if caller.eager:
-      return
-    if not caller.init_eager and caller.init_graph is not caller.graph:
-      self._enter(caller.init_graph.as_default())
-    self._enter(caller.graph.as_default())
-
-  def _enter(self, manager: Any) -> None:
-    manager.__enter__()
-    self._entered.append(manager)
-
-  def __exit__(self, *exc: Any) -> None:
-    while self._entered:
-      self._entered.pop().__exit__(None, None, None)
-
-
 # -- strategy.run(tf.function) ------------------------------------------------
 
 _replicated_cache: "weakref.WeakKeyDictionary[Any, Any]" = (
@@ -485,72 +431,3 @@ def _replicated_function(extended: Any, fn: Any) -> Any:
     wrapped = _tf_private.clone_function(fn, replicated)
     per_extended[fn] = wrapped
   return wrapped
-
-
-# -- worker threads -----------------------------------------------------------
-
-class _Worker(threading.Thread):
-  """A long-lived thread that runs one replica per job.
-
-  Two raw locks pass control back and forth: the leader releases ``_wake``
-  and blocks on ``_back``; the worker runs until its replica pauses at a
-  ``merge_call`` or finishes, then releases ``_back`` and blocks on
-  ``_wake``.  Exactly one side runs at a time.
-  """
-
-  def __init__(self) -> None:
-    super().__init__(name="compat_distribute-replica", daemon=True)
-    self._wake = _thread.allocate_lock()
-    self._wake.acquire()
-    self._back = _thread.allocate_lock()
-    self._back.acquire()
-    self._job: Optional[Callable[[], None]] = None
-
-  def __repr__(self) -> str:
-    return f"<replica worker {self.name}>"
-
-  def start_job(self, job: Callable[[], None]) -> None:
-    """(leader) Starts ``job``; returns when it pauses or finishes."""
-    self._job = job
-    self.resume()
-
-  def resume(self) -> None:
-    """(leader) Lets the worker continue; returns when it pauses or ends."""
-    self._wake.release()
-    self._back.acquire()
-
-  def pause(self) -> None:
-    """(worker) Hands control back to the leader until resumed."""
-    self._back.release()
-    self._wake.acquire()
-
-  def run(self) -> None:
-    while True:
-      self._wake.acquire()
-      job, self._job = self._job, None
-      try:
-        if job is not None:
-          job()
-      except BaseException:  # pylint: disable=broad-except
-        pass  # jobs record their own errors; the worker must survive
-      finally:
-        self._back.release()
-
-
-_idle_workers: list[_Worker] = []
-_idle_lock = threading.Lock()
-
-
-def _take_workers(count: int) -> list[_Worker]:
-  with _idle_lock:
-    taken = [_idle_workers.pop() for _ in range(min(count, len(_idle_workers)))]
-  while len(taken) < count:
-    worker = _Worker()
-    worker.start()
-    taken.append(worker)
-  return taken
-
-
-def _return_workers(workers: list[_Worker]) -> None:
-  with _idle_lock:
-    _idle_workers.extend(workers)

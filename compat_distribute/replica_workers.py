@@ -1,0 +1,176 @@
+"""Long-lived replica worker threads, and the caller's state they borrow.
+
+``strategy.run`` runs replicas 1..N-1 on worker threads once replica 0
+reaches a ``merge_call`` (see ``replica_threads``).  Threads are taken from
+a process-wide pool and given back after the run, so steady-state runs
+create none.  A worker starts with TensorFlow's per-thread defaults -- its
+own default graph, an empty strategy stack, no variable creators -- so for
+each replica it re-enters what the calling thread had: ``BorrowedState``.
+
+>>> w = take(1)[0]
+>>> out = []
+>>> w.start_job(lambda: out.append("ran on the worker"))
+>>> out
+['ran on the worker']
+>>> give_back([w])
+"""
+from __future__ import annotations
+
+import _thread
+import threading
+from typing import Any, Callable, Optional
+
+import tensorflow as tf
+
+from compat_distribute import _tf_private
+
+_get_default_graph = tf.compat.v1.get_default_graph
+
+
+class Worker(threading.Thread):
+  """A long-lived thread that runs one replica per job.
+
+  Two raw locks pass control back and forth: the leader releases ``_wake``
+  and blocks on ``_back``; the worker runs until its replica pauses at a
+  ``merge_call`` or finishes, then releases ``_back`` and blocks on
+  ``_wake``.  Exactly one side runs at a time.
+  """
+
+  def __init__(self) -> None:
+    super().__init__(name="compat_distribute-replica", daemon=True)
+    self._wake = _thread.allocate_lock()
+    self._wake.acquire()
+    self._back = _thread.allocate_lock()
+    self._back.acquire()
+    self._job: Optional[Callable[[], None]] = None
+
+  def __repr__(self) -> str:
+    return f"<replica worker {self.name}>"
+
+  def start_job(self, job: Callable[[], None]) -> None:
+    """(leader) Starts ``job``; returns when it pauses or finishes."""
+    self._job = job
+    self.resume()
+
+  def resume(self) -> None:
+    """(leader) Lets the worker continue; returns when it pauses or ends."""
+    self._wake.release()
+    self._back.acquire()
+
+  def pause(self) -> None:
+    """(worker) Hands control back to the leader until resumed."""
+    self._back.release()
+    self._wake.acquire()
+
+  def run(self) -> None:
+    while True:
+      self._wake.acquire()
+      job, self._job = self._job, None
+      try:
+        if job is not None:
+          job()
+      except BaseException:  # pylint: disable=broad-except
+        pass  # jobs record their own errors; the worker must survive
+      finally:
+        self._back.release()
+
+
+_idle_workers: list[Worker] = []
+_idle_lock = threading.Lock()
+
+
+def take(count: int) -> list[Worker]:
+  """``count`` idle workers (new ones if the pool is short)."""
+  with _idle_lock:
+    taken = [_idle_workers.pop() for _ in range(min(count, len(_idle_workers)))]
+  while len(taken) < count:
+    worker = Worker()
+    worker.start()
+    taken.append(worker)
+  return taken
+
+
+def give_back(workers: list[Worker]) -> None:
+  """Returns finished workers to the pool."""
+  with _idle_lock:
+    _idle_workers.extend(workers)
+
+
+class CallerState:
+  """What a worker thread must re-enter to act like the calling thread;
+  captured on the calling thread when a run starts."""
+
+  __slots__ = ("graph", "eager", "init_graph", "init_eager", "strategy_stack",
+               "creators", "name_scope", "var_scope")
+
+  def __init__(self, graph: tf.Graph, eager: bool) -> None:
+    self.graph = graph
+    self.eager = eager
+    self.strategy_stack = list(_tf_private.strategy_stack())
+    self.creators = _tf_private.variable_creator_stack(graph)
+    if eager:
+      self.init_graph, self.init_eager = graph, True
+      self.name_scope, self.var_scope = "", None
+      return
+    with tf.init_scope():
+      self.init_graph = _get_default_graph()
+      self.init_eager = tf.executing_eagerly()
+    self.name_scope = graph.get_name_scope()
+    self.var_scope = tf.compat.v1.get_variable_scope()
+
+  def __repr__(self) -> str:
+    mode = "eager" if self.eager else f"graph {self.graph!r}"
+    return (f"CallerState({mode}, name_scope={self.name_scope!r}, "
+            f"{len(self.strategy_stack)} strategy context(s), "
+            f"{len(self.creators)} variable creator(s))")
+
+
+class BorrowedState:
+  """On a worker thread: enters the caller's ``tf.init_scope`` graph and
+  default graph (unless the caller runs eagerly), and installs copies of the
+  caller's strategy stack and variable creators; restores all on exit."""
+
+  __slots__ = ("_caller", "_entered", "_graph", "_old_stack", "_old_creators")
+
+  def __init__(self, caller: CallerState) -> None:
+    self._caller = caller
+    self._entered: list[Any] = []
+    self._graph: Optional[tf.Graph] = None
+    self._old_stack: Any = None
+    self._old_creators: Any = None
+
+  def __repr__(self) -> str:
+    return f"BorrowedState({self._caller!r})"
+
+  def __enter__(self) -> None:
+    caller = self._caller
+    if caller.eager:
+      self._install()
+      return
+    if not caller.init_eager and caller.init_graph is not caller.graph:
+      self._enter(caller.init_graph.as_default())
+    self._enter(caller.graph.as_default())
+    self._install()
+
+  def _enter(self, manager: Any) -> None:
+    manager.__enter__()
+    self._entered.append(manager)
+
+  def _install(self) -> None:
+    graph = self._graph = _get_default_graph()
+    self._old_stack = _tf_private.strategy_stack()
+    self._old_creators = _tf_private.variable_creator_stack(graph)
+    _tf_private.set_strategy_stack(graph, list(self._caller.strategy_stack))
+    _tf_private.set_variable_creator_stack(graph,
+                                           list(self._caller.creators))
+
+  def __exit__(self, *exc: Any) -> None:
+    try:
+      if self._graph is not None:
+        _tf_private.set_variable_creator_stack(self._graph,
+                                               self._old_creators)
+        _tf_private.set_strategy_stack(self._graph, self._old_stack)
+        self._graph = None
+    finally:
+      while self._entered:
+        self._entered.pop().__exit__(None, None, None)
