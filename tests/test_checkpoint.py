@@ -10,7 +10,9 @@ step, and must end in the same state.  The probe step is what creates the
 v1 optimizer's slots on the restoring side, so their restored values show
 up in the result.
 """
+import gc
 import os
+import traceback
 
 import keras
 import numpy as np
@@ -161,7 +163,7 @@ def test_chain_ours_native_none_and_back(tmp_path):
       program.w.assign_add(tf.fill((3, 2), float(i + 1)))
     program.step(strategy, 1.0)
     expected = program.state()
-    path = program.checkpoint().write(str(tmp_path / f"hop{i}"))
+    path = program.checkpoint().save(str(tmp_path / f"hop{i}"))
 
 
 @pytest.mark.parametrize("saver,restorer", [
@@ -241,10 +243,13 @@ def test_saved_model_round_trip(tmp_path, spec, save_in_scope):
 def test_keras_model_save_and_load_under_scope(tmp_path, spec):
   strategy = strategies.make(spec)
   keras.utils.set_random_seed(3)
+  # Keras 3's BatchNormalization trains only with one replica (see
+  # test_keras.py); a Dense-only model otherwise.
+  middle = (keras.layers.BatchNormalization()
+            if strategies.replicas(spec) == 1 else keras.layers.Dense(3))
   with strategy.scope():
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3),
-                              keras.layers.BatchNormalization(),
-                              keras.layers.Dense(2)])
+                              middle, keras.layers.Dense(2)])
     model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse")
   x = np.random.RandomState(0).randn(16, 4).astype("float32")
   y = np.random.RandomState(1).randn(16, 2).astype("float32")
@@ -276,7 +281,13 @@ def _restore_mismatched(spec, path):
     w = tf.Variable(tf.zeros((2, 2)), name="w")
   with pytest.raises(Exception) as info:
     tf.train.Checkpoint(w=w).restore(path)
-  return info.value
+  # The failed restore leaves TF's restore coordinator with unused values; it
+  # logs a warning when collected.  Collect it now, while pytest captures
+  # logs, not at interpreter exit.
+  error = info.value
+  del info
+  gc.collect()
+  return error
 
 
 @pytest.mark.parametrize("spec", ["ours/one_device", "ours/central_storage/2"])
@@ -288,7 +299,16 @@ def test_mismatched_shape_raises_tfs_own_error(tmp_path, spec):
   native = _restore_mismatched(
       spec.replace("ours", "native", 1) if spec.startswith("ours") else spec,
       path)
-  assert type(ours) is type(native)
-  assert str(ours) == str(native)
-  assert "(3, 2)" in str(ours) and "(2, 2)" in str(ours)
+  assert type(ours) is type(native) is ValueError
+  # TensorFlow's own message, raised by TensorFlow's own code.  Only the
+  # name at the end may differ: TF's wrapper for central-storage variables
+  # restores through a legacy SaveableObject named after the checkpoint key
+  # ("w/.ATTRIBUTES/VARIABLE_VALUE"); ours restores through the wrapped
+  # variable, named like any plain variable ("w:0").
+  prefix = ("Received incompatible tensor with shape (3, 2) when attempting "
+            "to restore variable with shape (2, 2) and name ")
+  assert str(ours).startswith(prefix) and str(native).startswith(prefix)
+  assert str(ours)[len(prefix):] in ("w:0.", "w/.ATTRIBUTES/VARIABLE_VALUE.")
+  frame = traceback.extract_tb(ours.__traceback__)[-1]
+  assert f"{os.sep}tensorflow{os.sep}" in frame.filename, frame
   assert os.path.exists(path + ".index")
