@@ -42,6 +42,12 @@ Private names used (checked against TensorFlow 2.21.0):
   own strategies: converting them made tracing a two-replica training step
   ~6x slower (134 ms against 21 ms).  Functions users pass to ``run`` and
   ``merge_call`` are still converted as the caller's AutoGraph setting says.
+* ``tensorflow.python.autograph.operators.py_builtins.enumerate_registry`` --
+  how AutoGraph's ``enumerate`` treats a type.  ``enumerate`` over a
+  distributed dataset inside ``tf.function`` would otherwise fall back to a
+  Python loop that never ends while tracing (``get_next`` in a graph never
+  raises StopIteration); TensorFlow registers its own distributed datasets
+  and iterators there to raise instead, and we register ours.
 """
 from __future__ import annotations
 
@@ -138,3 +144,14 @@ def clone_function(function: Any, python_function: Any) -> Any:
   20
   """
   return function._clone(python_function=python_function)  # pylint: disable=protected-access
+
+
+def forbid_autograph_enumerate(cls: type, message: str) -> None:
+  """Makes ``enumerate(x)`` inside AutoGraph raise ``NotImplementedError``
+  with ``message`` when ``x`` is a ``cls``."""
+  from tensorflow.python.autograph.operators import py_builtins  # pylint: disable=g-import-not-at-top
+
+  def fail(unused_iterable: Any, unused_start: Any) -> None:
+    raise NotImplementedError(message)
+
+  py_builtins.enumerate_registry.register(cls, fail)

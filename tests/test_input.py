@@ -313,3 +313,23 @@ def test_value_context_members():
           default.num_replicas_in_sync) == (0, 1)
   assert "InputContext" in distribute.__all__
   assert "ValueContext" in distribute.experimental.__all__
+
+
+def test_enumerate_in_tf_function_raises_instead_of_hanging():
+  ours, theirs = _pair()
+  for strategy in (ours, theirs):
+    dist = strategy.experimental_distribute_dataset(_dataset())
+
+    @tf.function
+    def count(d):
+      n = 0
+      for i, _ in enumerate(d):
+        n = i
+      return n
+
+    with pytest.raises(NotImplementedError, match="enumerate"):
+      count(dist)
+    with pytest.raises(NotImplementedError, match="enumerate"):
+      count(iter(dist))
+  assert [i for i, _ in enumerate(ours.experimental_distribute_dataset(
+      _dataset()))] == [0, 1, 2]  # eagerly it is an ordinary loop

@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 import tensorflow as tf
 
+from compat_distribute import _tf_private
 from compat_distribute.input import iterator as iterator_lib
 from compat_distribute.input import layout as layout_lib
 
@@ -130,3 +131,11 @@ class DistributedDatasetSpec(tf.TypeSpec):
   def __repr__(self) -> str:
     return (f"DistributedDatasetSpec(layout={self._layout_tuple!r}, "
             f"host_spec={self._host_spec!r})")
+
+
+_tf_private.forbid_autograph_enumerate(
+    DistributedDataset,
+    "enumerate() over a DistributedDataset is not supported inside a tf.function: "
+    "AutoGraph would turn it into a Python loop that never ends while "
+    "tracing. Loop with `for x in ...:` and keep your own counter "
+    "(i = 0 before the loop, i += 1 inside).")

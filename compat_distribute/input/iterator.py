@@ -24,6 +24,7 @@ from typing import Any, Optional
 
 import tensorflow as tf
 
+from compat_distribute import _tf_private
 from compat_distribute.input import fast_path
 from compat_distribute.input import fetch
 from compat_distribute.input import layout as layout_lib
@@ -139,3 +140,11 @@ class DistributedIteratorSpec(tf.TypeSpec):
   def __repr__(self) -> str:
     return (f"DistributedIteratorSpec(layout={self._layout_tuple!r}, "
             f"host_spec={self._host_spec!r})")
+
+
+_tf_private.forbid_autograph_enumerate(
+    DistributedIterator,
+    "enumerate() over a DistributedIterator is not supported inside a tf.function: "
+    "AutoGraph would turn it into a Python loop that never ends while "
+    "tracing. Loop with `for x in ...:` and keep your own counter "
+    "(i = 0 before the loop, i += 1 inside).")
