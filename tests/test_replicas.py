@@ -15,6 +15,7 @@ from central_storage_support import (REPLICAS, OursCentralStorage,
                                      run_in_mode, within)
 from compat_distribute import cross_device
 from compat_distribute import replica_threads
+from compat_distribute import replica_workers
 from compat_distribute import values as values_lib
 from conftest import cpu
 
@@ -208,9 +209,16 @@ def _raise_on(replica, where):
   return fn
 
 
+def _replica_threads():
+  return [t for t in threading.enumerate()
+          if t.name == "compat_distribute-replica"]
+
+
 def _assert_clean_after_error(strategy, n):
   assert not tf.distribute.has_strategy()
   assert tf.distribute.get_replica_context() is not None  # the default one
+  # No worker is left inside a replica: every one is back in the idle pool.
+  assert len(_replica_threads()) == len(replica_workers._idle_workers)  # pylint: disable=protected-access
   result = strategy.run(
       lambda: tf.distribute.get_replica_context().all_reduce(
           "SUM", replica_float()))
