@@ -82,6 +82,7 @@ def data(builder, n):
 def train(spec, builder, n=32, batch_size=8, epochs=2):
   """Everything a user observes from one training run."""
   strategy = strategies.make(spec)
+  keras.backend.clear_session()  # same layer names in both runs
   keras.utils.set_random_seed(11)
   with strategy.scope():
     model = builder(bn=strategies.replicas(spec) == 1)
