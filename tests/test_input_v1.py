@@ -254,3 +254,18 @@ def test_numpy_dataset_session_required_in_graph():
     with pytest.raises(ValueError, match="different graph"):
       strategy.experimental_make_numpy_dataset(np.ones([3]), session=other)
     other.close()
+
+
+def test_distributed_dataset_initializable_iterator_in_graph():
+  with tf.Graph().as_default(), V1.Session(config=_config()) as sess:
+    dist = input_lib.distribute_dataset(
+        FakeExtended(2), tf.data.Dataset.range(6).batch(4), None)
+    with pytest.raises(RuntimeError, match="make_initializable_iterator"):
+      iter(dist)
+    iterator = dist.make_initializable_iterator()
+    parts = list(iterator.get_next().values)
+    sess.run(iterator.initializer)
+    assert [v.tolist() for v in sess.run(parts)] == [[0, 1], [2, 3]]
+    assert [v.tolist() for v in sess.run(parts)] == [[4], [5]]
+    with pytest.raises(tf.errors.OutOfRangeError):
+      sess.run(parts)

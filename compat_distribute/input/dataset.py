@@ -30,6 +30,7 @@ import tensorflow as tf
 
 from compat_distribute import _tf_private
 from compat_distribute.input import iterator as iterator_lib
+from compat_distribute.input import iterator_v1
 from compat_distribute.input import layout as layout_lib
 
 _CompositeTensor = tf.__internal__.CompositeTensor
@@ -54,12 +55,19 @@ class DistributedDataset(tf.distribute.DistributedDataset, _CompositeTensor):
       raise RuntimeError(
           "A DistributedDataset can be iterated only eagerly or inside a "
           "tf.function, not while building a TF1 graph. In graph mode use "
-          "strategy.make_dataset_iterator(dataset) (compat_distribute.v1) "
-          "and run its initializer in your session.")
+          "dist_dataset.make_initializable_iterator() (or "
+          "strategy.make_dataset_iterator(dataset)) and run its initializer "
+          "in your session.")
     with tf.device(self._layout.host):
       host_iterator = iter(self._host)
     return iterator_lib.DistributedIterator(self._layout, host_iterator,
                                             self._host.element_spec)
+
+  def make_initializable_iterator(self) -> iterator_v1.InputIterator:
+    """A v1 input iterator over this dataset, as TensorFlow's v1
+    distributed datasets offer for graph mode: run its ``initializer``,
+    then ``get_next()``."""
+    return iterator_v1.InputIterator(self._layout, self._host)
 
   @property
   def element_spec(self) -> Any:
