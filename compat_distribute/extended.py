@@ -242,6 +242,10 @@ class Extended(tf.compat.v1.distribute.StrategyExtended):
           "broadcast_to takes one destination, a device string or a "
           f"variable, got {destinations!r}. Pass e.g. '/cpu:0' or the "
           "variable whose device the value should go to.")
+    if not (isinstance(destinations, str) or
+            values_lib.is_distributed(destinations)):
+      # A variable stands for its device; hooks then only see strings.
+      destinations = getattr(destinations, "device", None) or destinations
     return self._broadcast_to(tensor, destinations)
 
   def _broadcast_to(self, tensor: Any, destinations: Any) -> Any:

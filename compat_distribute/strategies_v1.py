@@ -8,9 +8,15 @@ on the v1 base class.
 OneDeviceStrategy(device='/job:localhost/replica:0/task:0/device:CPU:0')
 >>> isinstance(strategy, tf.distribute.Strategy)  # v1 only, as in TF
 False
+>>> distribute.experimental.CentralStorageStrategy(["/cpu:0", "/cpu:1"],
+...                                              parameter_device="/cpu:0")
+CentralStorageStrategy(compute_devices=['/job:localhost/replica:0/task:0/device:CPU:0', '/job:localhost/replica:0/task:0/device:CPU:1'], parameter_device='/cpu:0')
 """
 from __future__ import annotations
 
+from typing import Any
+
+from compat_distribute import central_storage
 from compat_distribute import one_device
 from compat_distribute import strategy_v1
 
@@ -22,3 +28,24 @@ class OneDeviceStrategy(one_device.OneDeviceMethods, strategy_v1.Strategy):
   Args:
     device: where everything runs, e.g. ``"/cpu:0"`` or ``"/gpu:0"``.
   """
+
+
+class CentralStorageStrategy(central_storage.CentralStorageMethods,
+                             strategy_v1.Strategy):
+  """``tf.compat.v1.distribute.experimental.CentralStorageStrategy``: one
+  copy of every variable on ``parameter_device``, compute replicated over
+  ``compute_devices``.
+
+  Args:
+    compute_devices: the devices replicas run on; None means all local GPUs,
+      else the CPU.
+    parameter_device: where variables live; None means the CPU (or the only
+      compute device).
+  """
+
+  def update_config_proto(self, config_proto: Any) -> Any:
+    """As ``Strategy.update_config_proto``; also isolates session state, as
+    TensorFlow does for this strategy."""
+    updated = super().update_config_proto(config_proto)
+    updated.isolate_session_state = True
+    return updated

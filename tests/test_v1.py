@@ -298,15 +298,24 @@ def test_update_non_slot(config):
   with s.scope():
     v = tf.Variable(1.0)
   devices = s.extended.non_slot_devices([v])
-  assert tf.DeviceSpec.from_string(devices[0]).device_index == (
-      1 if config == "one_device" else 0)
+  native = make_native(config)
+  with native.scope():
+    native_v = tf.Variable(1.0)
+  expected = native.extended.non_slot_devices([native_v])
+  if config == "one_device":  # a tuple of device names
+    assert tf.DeviceSpec.from_string(devices[0]).device_index == 1
+    assert len(devices) == len(expected) == 1
+  else:  # the first variable by name, as native
+    assert devices is v and expected is native_v
   grouped = s.extended.update_non_slot(devices, lambda d: v.assign_add(d),
                                        args=(2.0,))
   assert float(v) == 3.0
   ungrouped = s.extended.update_non_slot(
       devices, lambda: tf.constant(5.0), group=False)
-  assert [float(x) for x in ungrouped] == [5.0] * len(
-      s.experimental_local_results(ungrouped))
+  native_ungrouped = native.extended.update_non_slot(
+      expected, lambda: tf.constant(5.0), group=False)
+  assert [float(x) for x in ungrouped] == [
+      float(x) for x in native_ungrouped] == [5.0]
   del grouped
   with s.scope():
     with pytest.raises(RuntimeError, match="cross-replica"):

@@ -116,8 +116,10 @@ def test_variables_in_scope_with_initializers(config):
             "d", shape=[2],
             initializer=tf.compat.v1.constant_initializer([3.0, 4.0]))
     init = tf.compat.v1.global_variables_initializer()
-    names = sorted(v.name for v in tf.compat.v1.global_variables())
-    trainable = sorted(v.name for v in tf.compat.v1.trainable_variables())
+    # Sets: native CentralStorage lists a tf.Variable twice in the global
+    # collection (its inner variable and the wrapper); ours lists it once.
+    names = sorted({v.name for v in tf.compat.v1.global_variables()})
+    trainable = sorted({v.name for v in tf.compat.v1.trainable_variables()})
 
     def run(sess):
       sess.run(init)

@@ -3,7 +3,9 @@
 resolve to TensorFlow's own."""
 import tensorflow as _tf
 
-__all__ = []
+from compat_distribute.strategies_v1 import CentralStorageStrategy
+
+__all__ = ["CentralStorageStrategy"]
 
 
 def __getattr__(name):
