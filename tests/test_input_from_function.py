@@ -75,8 +75,9 @@ def test_order_and_partial_round_match_native(n, size):
   assert got_opt == expected_opt
 
 
+@pytest.mark.parametrize("drop", [False, True])
 @pytest.mark.parametrize("n", [1, 2, 4])
-def test_for_loop_in_function_sees_partial_round_like_native(n):
+def test_for_loop_in_function_sees_partial_round_like_native(n, drop):
   def count_and_sum(strategy, dist):
     @tf.function
     def loop(d):
@@ -89,10 +90,13 @@ def test_for_loop_in_function_sees_partial_round_like_native(n):
       return int(total), int(steps)
     return loop(dist)
 
+  def dataset_fn(_):  # static batch shapes with drop_remainder
+    return tf.data.Dataset.range(13).batch(2, drop_remainder=drop)
+
   strategy = native(n)
   expected = count_and_sum(
-      strategy, strategy.distribute_datasets_from_function(lambda _: _dataset(7)))
-  assert count_and_sum(None, _ours(n, lambda _: _dataset(7))) == expected
+      strategy, strategy.distribute_datasets_from_function(dataset_fn))
+  assert count_and_sum(None, _ours(n, dataset_fn)) == expected
 
 
 @pytest.mark.parametrize("n", [2, 4])

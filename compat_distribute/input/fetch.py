@@ -64,16 +64,10 @@ def _read_stream(read: Callable[[], Any], n: int) -> list[Any]:
 
 def next_step(layout: layout_lib.Layout, get_next: Callable[[], Any]) -> Any:
   """The next step's input: a plain value (one replica) or ``PerReplica``s."""
-  targets = layout.targets
   get_next = _on_host(layout, get_next)
-  if layout.kind == "whole":
-    return layout_lib.place(get_next(), targets[0])
-  if layout.kind == "rounds":
-    pieces = get_next()
-  else:
-    pieces = _read_stream(get_next, len(targets))
-  return layout_lib.regroup(
-      [layout_lib.place(p, t) for p, t in zip(pieces, targets)])
+  if layout.kind == "stream":
+    return _placed(layout, _read_stream(get_next, layout.num_replicas))
+  return _placed(layout, get_next())
 
 
 def _placed(layout: layout_lib.Layout, value: Any) -> Any:
