@@ -134,6 +134,14 @@ def test_fit_evaluate_predict_match_native(spec, builder):
                          native["history"]["loss"][-1])
 
 
+@pytest.mark.parametrize("spec", ["one_device", "central_storage/2"])
+def test_v1_strategies_match_native_v1(spec):
+  """Keras 3 also trains under the tf.compat.v1.distribute classes."""
+  native = train("native_v1/" + spec, dense_sequential)
+  ours = train("ours_v1/" + spec, dense_sequential)
+  assert_same_run(ours, native)
+
+
 @pytest.mark.parametrize("spec", ["one_device", "central_storage/4"])
 def test_partial_last_batch_matches_native(spec):
   """30 examples in batches of 8: the last batch (6) does not split evenly
