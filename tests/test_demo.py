@@ -10,7 +10,9 @@ import sys
 import numpy as np
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
+# Run from tests/, not the repository root, whose compat_distribute/ source
+# directory would shadow the installed package under `python -m`.
+CWD = pathlib.Path(__file__).resolve().parent
 demo = importlib.import_module("compat_distribute.demo")
 SMALL = ["--epochs", "1", "--samples", "256", "--batch_size", "32"]
 
@@ -18,7 +20,7 @@ SMALL = ["--epochs", "1", "--samples", "256", "--batch_size", "32"]
 def run_demo(*flags):
   env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
   return subprocess.run(
-      [sys.executable, "-m", "compat_distribute", "demo", *flags], cwd=REPO,
+      [sys.executable, "-m", "compat_distribute", "demo", *flags], cwd=CWD,
       env=env, capture_output=True, text=True, timeout=600)
 
 

@@ -16,7 +16,11 @@ import pytest
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
 PROBE = FIXTURES / "runner_probe.py"
-REPO = pathlib.Path(__file__).resolve().parent.parent
+# Subprocesses run from tests/, not the repository root: `python -m` puts the
+# current directory first on sys.path, and the source directory
+# compat_distribute/ there (without the v1/ and v2/ facades, which setup.py
+# maps in) would shadow the installed package.
+CWD = pathlib.Path(__file__).resolve().parent
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONHASHSEED": "0"}
 runner = importlib.import_module("compat_distribute.__main__")
 install_lib = importlib.import_module("compat_distribute.install")
@@ -30,7 +34,7 @@ _TF_LOG_LINE = re.compile(
     r"[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w.]+:\d+\] .*)\n", re.M)
 
 
-def python(*args, cwd=REPO):
+def python(*args, cwd=CWD):
   result = subprocess.run([sys.executable, *map(str, args)], cwd=cwd,
                           env=ENV, capture_output=True, text=True,
                           timeout=300)
@@ -38,12 +42,12 @@ def python(*args, cwd=REPO):
   return result
 
 
-def shim(*args, cwd=REPO):
+def shim(*args, cwd=CWD):
   return python("-m", "compat_distribute", "run", *args, cwd=cwd)
 
 
 def test_argv_name_path_and_strategy_classes_like_python():
-  relative = os.path.relpath(PROBE, REPO)
+  relative = os.path.relpath(PROBE, CWD)
   args = ["tf", "--flag", "two words", "-x"]
   native, ours = python(relative, *args), shim(relative, *args)
   assert native.returncode == ours.returncode == 0, (native.stderr,

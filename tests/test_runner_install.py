@@ -186,8 +186,11 @@ FRESH = textwrap.dedent("""
 ], ids=["tf_untouched", "tf_distribute_loaded_first"])
 def test_fresh_process(before):
   env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+  # cwd: not the repository root, whose compat_distribute/ source directory
+  # would shadow the installed package under `python -c`.
   result = subprocess.run(
       [sys.executable, "-c", FRESH.format(before=before)], env=env,
-      capture_output=True, text=True, timeout=300)
+      cwd=os.path.dirname(os.path.abspath(__file__)), capture_output=True,
+      text=True, timeout=300)
   assert result.returncode == 0, result.stderr
   assert result.stdout == "ok\n"
