@@ -6,12 +6,14 @@ the pytest process), splits the CPU into 4 logical devices, and trains the
 same small linear model under ``compat_distribute.v1`` and under native
 ``tf.compat.v1.distribute``.  It prints one JSON object: for each
 implementation, the per-step losses, the final variables, and whether the
-input ended with ``OutOfRangeError``.
+input ended with ``OutOfRangeError``.  All cases run in one process
+(graphs are separate) to pay TensorFlow's start-up once.
 
-Usage: python v1_session_script.py CONFIG INPUT
+Usage: python v1_session_script.py CONFIG:INPUT [CONFIG:INPUT ...]
   CONFIG: one_device | central_storage/N
   INPUT:  iterator (make_dataset_iterator) | input_fn (make_input_fn_iterator)
           | constant (no iterator; each replica slices a constant)
+Prints one JSON object keyed by "CONFIG:INPUT".
 """
 import json
 import os
@@ -126,10 +128,12 @@ def train(module, config, input_kind, native):
 
 
 def main():
-  config, input_kind = sys.argv[1], sys.argv[2]
-  result = {"ours": train(ours, config, input_kind, native=False),
-            "native": train(NATIVE, config, input_kind, native=True)}
-  print(json.dumps(result))
+  results = {}
+  for case in sys.argv[1:]:
+    config, input_kind = case.split(":")
+    results[case] = {"ours": train(ours, config, input_kind, native=False),
+                     "native": train(NATIVE, config, input_kind, native=True)}
+  print(json.dumps(results))
 
 
 if __name__ == "__main__":
