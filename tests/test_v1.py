@@ -410,3 +410,24 @@ def test_experimental_run_inside_tf_function_matches_native(config):
       warnings.simplefilter("ignore")
       results.append([sup.to_numpy(step(), s), sup.to_numpy(step(), s)])
   sup.assert_nested_equal(*results)
+
+
+@sup.requires_input
+@pytest.mark.parametrize("config", CONFIGS)
+def test_distributed_datasets_eager_match_native(config):
+  def dataset_fn(ctx):
+    return tf.data.Dataset.range(8).batch(ctx.get_per_replica_batch_size(4))
+
+  results = []
+  for s in (make_ours(config), make_native(config)):
+    with s.scope():
+      split = [sup.to_numpy(s.run(lambda v: v + 1, args=(x,)), s)
+               for x in s.experimental_distribute_dataset(
+                   tf.data.Dataset.range(5).batch(2))]
+    from_fn = [sup.to_numpy(x, s)
+               for x in s.distribute_datasets_from_function(dataset_fn)]
+    results.append((split, from_fn))
+  assert [len(part) for part in results[0]] == [len(p) for p in results[1]]
+  for ours_steps, native_steps in zip(results[0], results[1]):
+    for a, b in zip(ours_steps, native_steps):
+      assert [x.tolist() for x in a] == [x.tolist() for x in b]
