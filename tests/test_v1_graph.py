@@ -277,31 +277,38 @@ def test_training_from_iterator_matches_native(config):
 
 
 @requires_input
-def test_get_next_before_initialize_is_a_clear_error():
+@pytest.mark.parametrize("config", CONFIGS)
+def test_get_next_before_initialize_is_a_clear_error(config):
   graph = tf.Graph()
   with graph.as_default():
-    strategy = make_ours("one_device")
+    strategy = make_ours(config)
     iterator = strategy.make_dataset_iterator(_dataset())
-    nxt = iterator.get_next()
-    config = strategy.update_config_proto(tf.compat.v1.ConfigProto())
-    with tf.compat.v1.Session(graph=graph, config=config) as sess:
+    with strategy.scope():
+      nxt = list(strategy.experimental_local_results(iterator.get_next()))
+    session_config = strategy.update_config_proto(tf.compat.v1.ConfigProto())
+    session_config.operation_timeout_in_ms = 60_000  # fail, never hang
+    with tf.compat.v1.Session(graph=graph, config=session_config) as sess:
       with pytest.raises(tf.errors.FailedPreconditionError,
-                         match="not been initialized"):
+                         match="not been initialized.*run the initializer"):
         sess.run(nxt)
+      sess.run(iterator.initializer)  # and then it works
+      assert len(sess.run(nxt)) == sup.replicas(config)
 
 
 @requires_input
-def test_numpy_dataset_is_fed_not_embedded():
+@pytest.mark.parametrize("config", CONFIGS)
+def test_numpy_dataset_is_fed_not_embedded(config):
   big = np.arange(200_000, dtype=np.float32).reshape(-1, 4)
   graph = tf.Graph()
   with graph.as_default():
-    strategy = make_ours("one_device")
-    config = strategy.update_config_proto(tf.compat.v1.ConfigProto())
-    with tf.compat.v1.Session(graph=graph, config=config) as sess:
+    strategy = make_ours(config)
+    session_config = strategy.update_config_proto(tf.compat.v1.ConfigProto())
+    with tf.compat.v1.Session(graph=graph, config=session_config) as sess:
       dataset = strategy.experimental_make_numpy_dataset(big, session=sess)
       iterator = strategy.make_dataset_iterator(dataset.batch(1000))
-      nxt = iterator.get_next()
+      with strategy.scope():
+        nxt = list(strategy.experimental_local_results(iterator.get_next()))
       sess.run(iterator.initializer)
-      first = sess.run(nxt)
+      first = np.concatenate(sess.run(nxt))
   np.testing.assert_array_equal(first, big[:1000])
   assert graph.as_graph_def().ByteSize() < big.nbytes // 10
