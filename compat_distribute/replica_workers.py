@@ -101,7 +101,8 @@ class CallerState:
   captured on the calling thread when a run starts."""
 
   __slots__ = ("graph", "eager", "init_graph", "init_eager", "strategy_stack",
-               "creators", "name_scope", "var_scope")
+               "creators", "init_strategy_stack", "init_creators",
+               "name_scope", "var_scope")
 
   def __init__(self, graph: tf.Graph, eager: bool) -> None:
     self.graph = graph
@@ -110,11 +111,18 @@ class CallerState:
     self.creators = _tf_private.variable_creator_stack(graph)
     if eager:
       self.init_graph, self.init_eager = graph, True
+      self.init_strategy_stack, self.init_creators = None, None
       self.name_scope, self.var_scope = "", None
       return
+    # What tf.init_scope lifts to (the eager context, or the outermost
+    # graph), with its stacks, so that init_scope inside a replica behaves
+    # on a worker as it does on the calling thread.
     with tf.init_scope():
-      self.init_graph = _get_default_graph()
+      init_graph = _get_default_graph()
+      self.init_graph = init_graph
       self.init_eager = tf.executing_eagerly()
+      self.init_strategy_stack = list(_tf_private.strategy_stack())
+      self.init_creators = _tf_private.variable_creator_stack(init_graph)
     self.name_scope = graph.get_name_scope()
     self.var_scope = tf.compat.v1.get_variable_scope()
 
@@ -130,47 +138,57 @@ class BorrowedState:
   default graph (unless the caller runs eagerly), and installs copies of the
   caller's strategy stack and variable creators; restores all on exit."""
 
-  __slots__ = ("_caller", "_entered", "_graph", "_old_stack", "_old_creators")
+  __slots__ = ("_caller", "_undo")
 
   def __init__(self, caller: CallerState) -> None:
     self._caller = caller
-    self._entered: list[Any] = []
-    self._graph: Optional[tf.Graph] = None
-    self._old_stack: Any = None
-    self._old_creators: Any = None
+    self._undo: list[Callable[[], None]] = []
 
   def __repr__(self) -> str:
     return f"BorrowedState({self._caller!r})"
 
   def __enter__(self) -> None:
     caller = self._caller
-    if caller.eager:
-      self._install()
-      return
-    if not caller.init_eager and caller.init_graph is not caller.graph:
-      self._enter(caller.init_graph.as_default())
-    self._enter(caller.graph.as_default())
-    self._install()
+    try:
+      if caller.eager:
+        self._install(caller.strategy_stack, caller.creators)
+        return
+      if caller.init_graph is not caller.graph:
+        if not caller.init_eager:
+          self._enter(caller.init_graph.as_default())
+        self._install(caller.init_strategy_stack, caller.init_creators)
+      self._enter(caller.graph.as_default())
+      self._install(caller.strategy_stack, caller.creators)
+    except BaseException:
+      self.__exit__(None, None, None)
+      raise
 
   def _enter(self, manager: Any) -> None:
     manager.__enter__()
-    self._entered.append(manager)
+    self._undo.append(lambda: manager.__exit__(None, None, None))
 
-  def _install(self) -> None:
-    graph = self._graph = _get_default_graph()
-    self._old_stack = _tf_private.strategy_stack()
-    self._old_creators = _tf_private.variable_creator_stack(graph)
-    _tf_private.set_strategy_stack(graph, list(self._caller.strategy_stack))
-    _tf_private.set_variable_creator_stack(graph,
-                                           list(self._caller.creators))
+  def _install(self, stack: list[Any], creators: list[Any]) -> None:
+    """Gives the current default graph, on this thread, copies of the
+    caller's strategy stack and variable creators."""
+    graph = _get_default_graph()
+    old_stack = _tf_private.strategy_stack()
+    old_creators = _tf_private.variable_creator_stack(graph)
+
+    def restore():
+      _tf_private.set_variable_creator_stack(graph, old_creators)
+      _tf_private.set_strategy_stack(graph, old_stack)
+
+    self._undo.append(restore)
+    _tf_private.set_strategy_stack(graph, list(stack))
+    _tf_private.set_variable_creator_stack(graph, list(creators))
 
   def __exit__(self, *exc: Any) -> None:
-    try:
-      if self._graph is not None:
-        _tf_private.set_variable_creator_stack(self._graph,
-                                               self._old_creators)
-        _tf_private.set_strategy_stack(self._graph, self._old_stack)
-        self._graph = None
-    finally:
-      while self._entered:
-        self._entered.pop().__exit__(None, None, None)
+    """Undoes everything, innermost first; every step runs."""
+    error = None
+    while self._undo:
+      try:
+        self._undo.pop()()
+      except Exception as e:  # pylint: disable=broad-except
+        error = error or e
+    if error is not None:
+      raise error

@@ -396,3 +396,34 @@ def test_reduce_of_numpy_values_in_merge_call():
 
   ours, native = (s.run(fn) for s in pair(2))
   assert_same(ours, native)
+
+
+def test_init_scope_in_a_replica_while_tracing_matches_native():
+  # Replica 1 runs on a worker thread (replica 0 calls merge_call); its
+  # tf.init_scope must lift to the same context, with the same variable
+  # creators, as on the calling thread.
+  def program(strategy):
+    made, cache = [], {}
+
+    @tf.function
+    def f():
+      def fn():
+        ctx = tf.distribute.get_replica_context()
+        rid = int(tf.get_static_value(ctx.replica_id_in_sync_group))
+        if rid not in cache:
+          with tf.init_scope():
+            cache[rid] = tf.Variable(1.0)
+            made.append((tf.executing_eagerly(), tf.distribute.has_strategy(),
+                         type(cache[rid]).__name__, cache[rid].device))
+        ctx.merge_call(lambda s: None)
+        return cache[rid].read_value()
+      return strategy.run(fn)
+
+    with strategy.scope():
+      result = f()
+    return result, made, cache[0] is cache[1]
+
+  ours, native = (program(s) for s in pair(2))
+  assert_same(ours[0], native[0])
+  assert ours[1] == native[1]
+  assert ours[2] and native[2]  # one variable, shared by both replicas
