@@ -40,6 +40,7 @@ unchanged; paused replicas are unwound first, so no thread is left waiting.
 """
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 import weakref
@@ -380,17 +381,7 @@ def _canonical_variable_name(name: Optional[str]) -> str:
   return _UNIQUIFIED_END.sub("", _UNIQUIFIED_SCOPE.sub("/", name))
 
 
-class _NullContext:
-  __slots__ = ()
-
-  def __enter__(self) -> None:
-    return None
-
-  def __exit__(self, *exc: Any) -> None:
-    return None
-
-
-_NULL = _NullContext()
+_NULL = contextlib.nullcontext()
 
 
 def _maybe_device(device: str) -> Any:
