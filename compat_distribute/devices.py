@@ -8,16 +8,23 @@
 from __future__ import annotations
 
 import logging
-from typing import Iterable
+from typing import Any, Iterable
 
 import tensorflow as tf
+
+from compat_distribute import _tf_private
 
 _log = logging.getLogger("compat_distribute")
 _reported: set[str] = set()
 
 
-def canonicalize(device: str) -> str:
-  """Full device name, filling job/replica/task/index as TensorFlow does."""
+def canonicalize(device: Any) -> str:
+  """Full device name, completed the way TensorFlow completes it.
+
+  Missing parts come from the innermost ``tf.device`` scope, then from
+  replica 0, task 0, device CPU:0; the job is ``localhost`` when executing
+  eagerly and left out in a TF1 graph, as TensorFlow does.
+  """
   if not isinstance(device, str):
     device = getattr(device, "name", device)
   if not isinstance(device, str) or not device:
@@ -31,11 +38,15 @@ def canonicalize(device: str) -> str:
     spec = tf.DeviceSpec.from_string(text)
   except ValueError as e:
     raise ValueError(
-        f"Cannot parse device {device!r}: {e}. Use a name such as '/cpu:0', "
+        f"Cannot parse device {device!r} ({e}). Use a name such as '/cpu:0', "
         "'/gpu:1' or '/job:localhost/replica:0/task:0/device:CPU:0'.") from e
-  defaults = tf.DeviceSpec(job="localhost", replica=0, task=0,
-                           device_index=0 if spec.device_type else None)
-  return defaults.make_merged_spec(spec).to_string()
+  result = tf.DeviceSpec(replica=0, task=0, device_type="CPU", device_index=0)
+  if tf.compat.v1.executing_eagerly_outside_functions():
+    result = result.replace(job="localhost")
+  scope = _tf_private.current_device()
+  if scope:
+    result = result.make_merged_spec(tf.DeviceSpec.from_string(scope))
+  return result.make_merged_spec(spec).to_string()
 
 
 def host_of(device: str) -> str:
@@ -55,8 +66,9 @@ def report_missing(devices: Iterable[str], owner: str) -> None:
   (on the host CPU); we say so, by name.
   """
   existing = local_device_names()
+  known = {_type_and_index(d) for d in existing}
   for device in devices:
-    if device in existing or device in _reported:
+    if _type_and_index(device) in known or device in _reported:
       continue
     _reported.add(device)
     fallback = host_of(device)
@@ -64,3 +76,9 @@ def report_missing(devices: Iterable[str], owner: str) -> None:
         "%s: device %s does not exist on this machine; TensorFlow will place "
         "its work on %s instead. Local devices: %s. Pass one of those to use "
         "a specific device.", owner, device, fallback, ", ".join(existing))
+
+
+def _type_and_index(device: str) -> tuple[str, int]:
+  """What identifies a local device, whether or not the name has a job."""
+  spec = tf.DeviceSpec.from_string(device)
+  return spec.device_type, spec.device_index
