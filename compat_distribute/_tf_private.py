@@ -48,6 +48,11 @@ Private names used (checked against TensorFlow 2.21.0):
   Python loop that never ends while tracing (``get_next`` in a graph never
   raises StopIteration); TensorFlow registers its own distributed datasets
   and iterators there to raise instead, and we register ours.
+* ``tensorflow.python.ops.summary_ops_v2._summary_state`` -- the calling
+  thread's summary writer, step and recording conditions.  A replica context
+  sets its ``is_recording_distribution_strategy`` so that only replica 0
+  writes summaries (TensorFlow's rule), and replica worker threads take the
+  caller's writer, step and ``record_if`` condition, which are thread-local.
 """
 from __future__ import annotations
 
@@ -58,6 +63,7 @@ from tensorflow.python.distribute import device_util as _device_util
 from tensorflow.python.autograph.core import config as _autograph_config
 from tensorflow.python.autograph.core import config_lib as _autograph_config_lib
 from tensorflow.python.eager import record as _record
+from tensorflow.python.ops import summary_ops_v2 as _summary_ops_v2
 
 
 _get_default_graph = tf.compat.v1.get_default_graph  # bound once: hot path
@@ -155,3 +161,9 @@ def forbid_autograph_enumerate(cls: type, message: str) -> None:
     raise NotImplementedError(message)
 
   py_builtins.enumerate_registry.register(cls, fail)
+
+
+def summary_state() -> Any:
+  """The calling thread's summary state: ``writer``, ``step``,
+  ``is_recording`` and ``is_recording_distribution_strategy``."""
+  return _summary_ops_v2._summary_state  # pylint: disable=protected-access

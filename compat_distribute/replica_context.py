@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional
 
 import tensorflow as tf
 
+from compat_distribute import _tf_private
 from compat_distribute import context
 from compat_distribute import reduce as reduce_lib
 
@@ -36,6 +37,12 @@ class ReplicaContext(tf.distribute.ReplicaContext,
     self._local_replica_id = replica_id_in_sync_group
     self._summary_recording_distribution_strategy = None
     self._thread_context = context.replica_mode(self)
+    # Only replica 0 writes summaries.  With one replica that is every
+    # replica, so the summary state is left alone (the run hot path).
+    self._records_summaries = (
+        None if strategy.num_replicas_in_sync == 1 else
+        _is_replica_zero(replica_id_in_sync_group))
+    self._saved_summary_flags: list[Any] = []
 
   def __repr__(self) -> str:
     return (f"{type(self).__name__}(strategy={self._strategy!r}, "
@@ -43,9 +50,16 @@ class ReplicaContext(tf.distribute.ReplicaContext,
 
   def __enter__(self) -> "ReplicaContext":
     context.push(self._thread_context)
+    if self._records_summaries is not None:
+      state = _tf_private.summary_state()
+      self._saved_summary_flags.append(state.is_recording_distribution_strategy)
+      state.is_recording_distribution_strategy = self._records_summaries
     return self
 
   def __exit__(self, exc_type, exc_value, traceback) -> None:
+    if self._records_summaries is not None:
+      _tf_private.summary_state().is_recording_distribution_strategy = (
+          self._saved_summary_flags.pop())
     context.pop(self._thread_context)
 
   # -- identity -------------------------------------------------------------
@@ -189,6 +203,13 @@ class ReplicaContext(tf.distribute.ReplicaContext,
       return ys, grad
 
     return tf.nest.pack_sequence_as(value, gather_with_gradient(*flat))
+
+
+def _is_replica_zero(replica_id: Any) -> Any:
+  """A summary-recording condition true only on replica 0."""
+  if tf.is_tensor(replica_id):
+    return lambda: tf.equal(replica_id, 0)
+  return replica_id == 0
 
 
 def _identity(value: Any) -> Any:

@@ -102,11 +102,13 @@ class CallerState:
 
   __slots__ = ("graph", "eager", "init_graph", "init_eager", "strategy_stack",
                "creators", "init_strategy_stack", "init_creators",
-               "name_scope", "var_scope")
+               "name_scope", "var_scope", "summary")
 
   def __init__(self, graph: tf.Graph, eager: bool) -> None:
     self.graph = graph
     self.eager = eager
+    summary = _tf_private.summary_state()
+    self.summary = (summary.writer, summary.step, summary.is_recording)
     self.strategy_stack = list(_tf_private.strategy_stack())
     self.creators = _tf_private.variable_creator_stack(graph)
     if eager:
@@ -150,6 +152,7 @@ class BorrowedState:
   def __enter__(self) -> None:
     caller = self._caller
     try:
+      self._install_summary_state(caller.summary)
       if caller.eager:
         self._install(caller.strategy_stack, caller.creators)
         return
@@ -162,6 +165,18 @@ class BorrowedState:
     except BaseException:
       self.__exit__(None, None, None)
       raise
+
+  def _install_summary_state(self, summary: tuple[Any, Any, Any]) -> None:
+    """The caller's summary writer, step and record_if condition, which
+    TensorFlow keeps per thread."""
+    state = _tf_private.summary_state()
+    old = (state.writer, state.step, state.is_recording)
+
+    def restore():
+      state.writer, state.step, state.is_recording = old
+
+    self._undo.append(restore)
+    state.writer, state.step, state.is_recording = summary
 
   def _enter(self, manager: Any) -> None:
     manager.__enter__()
