@@ -28,7 +28,6 @@ from typing import Any, Callable
 
 import tensorflow as tf
 
-from compat_distribute import _tf_private
 from compat_distribute.input import iterator as iterator_lib
 from compat_distribute.input import iterator_v1
 from compat_distribute.input import layout as layout_lib
@@ -107,43 +106,21 @@ class DistributedDataset(tf.distribute.DistributedDataset, _CompositeTensor):
     return spec
 
 
-class DistributedDatasetSpec(tf.TypeSpec):
+class DistributedDatasetSpec(layout_lib.HostBackedSpec):
   """``TypeSpec`` of ``DistributedDataset``: layout plus host element spec."""
 
-  __slots__ = ("_layout_tuple", "_host_spec")
-
-  def __init__(self, layout_tuple: tuple[Any, ...], host_spec: Any) -> None:
-    self._layout_tuple = tuple(layout_tuple)
-    self._host_spec = host_spec
+  __slots__ = ()
 
   @property
   def value_type(self) -> type:
     return DistributedDataset
 
-  def _serialize(self) -> tuple[Any, ...]:
-    return (self._layout_tuple, self._host_spec)
-
   @property
   def _component_specs(self) -> tf.TypeSpec:
-    # A single component, not a 1-tuple: packing a tuple costs Python time
-    # on every tf.function call that takes this value as an argument.
     return tf.data.DatasetSpec(self._host_spec)
 
-  def _to_components(self, value: DistributedDataset) -> Any:
-    return value._host  # pylint: disable=protected-access
-
   def _from_components(self, components: Any) -> DistributedDataset:
-    return DistributedDataset(layout_lib.Layout.from_tuple(self._layout_tuple),
-                              components)
-
-  def __repr__(self) -> str:
-    return (f"DistributedDatasetSpec(layout={self._layout_tuple!r}, "
-            f"host_spec={self._host_spec!r})")
+    return DistributedDataset(self._layout(), components)
 
 
-_tf_private.forbid_autograph_enumerate(
-    DistributedDataset,
-    "enumerate() over a DistributedDataset is not supported inside a tf.function: "
-    "AutoGraph would turn it into a Python loop that never ends while "
-    "tracing. Loop with `for x in ...:` and keep your own counter "
-    "(i = 0 before the loop, i += 1 inside).")
+layout_lib.forbid_enumerate_in_tf_function(DistributedDataset)

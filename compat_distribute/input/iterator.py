@@ -24,7 +24,6 @@ from typing import Any, Optional
 
 import tensorflow as tf
 
-from compat_distribute import _tf_private
 from compat_distribute.input import fast_path
 from compat_distribute.input import fetch
 from compat_distribute.input import layout as layout_lib
@@ -108,43 +107,22 @@ class DistributedIterator(tf.distribute.DistributedIterator, _CompositeTensor):
     return spec
 
 
-class DistributedIteratorSpec(tf.TypeSpec):
+class DistributedIteratorSpec(layout_lib.HostBackedSpec):
   """``TypeSpec`` of ``DistributedIterator``: layout plus host element spec."""
 
-  __slots__ = ("_layout_tuple", "_host_spec")
-
-  def __init__(self, layout_tuple: tuple[Any, ...], host_spec: Any) -> None:
-    self._layout_tuple = tuple(layout_tuple)
-    self._host_spec = host_spec
+  __slots__ = ()
 
   @property
   def value_type(self) -> type:
     return DistributedIterator
 
-  def _serialize(self) -> tuple[Any, ...]:
-    return (self._layout_tuple, self._host_spec)
-
   @property
   def _component_specs(self) -> tf.TypeSpec:
-    # A single component, not a 1-tuple: packing a tuple costs Python time
-    # on every tf.function call that takes this value as an argument.
     return tf.data.IteratorSpec(self._host_spec)
 
-  def _to_components(self, value: DistributedIterator) -> Any:
-    return value._host  # pylint: disable=protected-access
-
   def _from_components(self, components: Any) -> DistributedIterator:
-    return DistributedIterator(layout_lib.Layout.from_tuple(self._layout_tuple),
-                               components, self._host_spec)
-
-  def __repr__(self) -> str:
-    return (f"DistributedIteratorSpec(layout={self._layout_tuple!r}, "
-            f"host_spec={self._host_spec!r})")
+    return DistributedIterator(self._layout(), components,
+                               self._host_spec)
 
 
-_tf_private.forbid_autograph_enumerate(
-    DistributedIterator,
-    "enumerate() over a DistributedIterator is not supported inside a tf.function: "
-    "AutoGraph would turn it into a Python loop that never ends while "
-    "tracing. Loop with `for x in ...:` and keep your own counter "
-    "(i = 0 before the loop, i += 1 inside).")
+layout_lib.forbid_enumerate_in_tf_function(DistributedIterator)

@@ -28,6 +28,7 @@ from typing import Any, Sequence
 
 import tensorflow as tf
 
+from compat_distribute import _tf_private
 from compat_distribute import values as values_lib
 
 KINDS = ("whole", "rounds", "stream")
@@ -135,3 +136,44 @@ def dummy(spec: Any) -> Any:
         f"Cannot make an empty value for a replica with no data: unsupported "
         f"component spec {s!r}. Use tensors, ragged or sparse tensors.")
   return tf.nest.map_structure(make, spec)
+
+
+class HostBackedSpec(tf.TypeSpec):
+  """Shared ``TypeSpec`` of distributed datasets and iterators.
+
+  Both are described by their ``Layout`` (as a tuple) and the host element
+  spec, and have one component: the host ``tf.data`` dataset or iterator
+  (``value._host``).  Subclasses name the value type, the component's spec
+  and how to rebuild the value.
+  """
+
+  __slots__ = ("_layout_tuple", "_host_spec")
+
+  def __init__(self, layout_tuple: tuple[Any, ...], host_spec: Any) -> None:
+    self._layout_tuple = tuple(layout_tuple)
+    self._host_spec = host_spec
+
+  def _serialize(self) -> tuple[Any, ...]:
+    return (self._layout_tuple, self._host_spec)
+
+  def _to_components(self, value: Any) -> Any:
+    # A single component, not a 1-tuple: packing a tuple costs Python time
+    # on every tf.function call that takes this value as an argument.
+    return value._host  # pylint: disable=protected-access
+
+  def _layout(self) -> Layout:
+    return Layout.from_tuple(self._layout_tuple)
+
+  def __repr__(self) -> str:
+    return (f"{type(self).__name__}(layout={self._layout_tuple!r}, "
+            f"host_spec={self._host_spec!r})")
+
+
+def forbid_enumerate_in_tf_function(cls: type) -> None:
+  """Makes AutoGraph's ``enumerate`` over ``cls`` raise a clear error."""
+  _tf_private.forbid_autograph_enumerate(
+      cls,
+      f"enumerate() over a {cls.__name__} is not supported inside a "
+      "tf.function: AutoGraph would turn it into a Python loop that never "
+      "ends while tracing. Loop with `for x in ...:` and keep your own "
+      "counter (i = 0 before the loop, i += 1 inside).")
