@@ -22,9 +22,11 @@ import tensorflow as tf
 from compat_distribute import context
 from compat_distribute import input as input_lib
 from compat_distribute import reduce as reduce_lib
+from compat_distribute import strategy_iterators
 from compat_distribute import values as values_lib
 
 _autograph = tf.__internal__.autograph
+_executing_eagerly = tf.executing_eagerly
 _warned: set[str] = set()
 
 
@@ -100,7 +102,7 @@ class StrategyMethods:
           f"run expects a callable `fn`, got {fn!r} of type "
           f"{type(fn).__name__}. Pass the function itself, e.g. "
           "strategy.run(step_fn, args=(x,)).")
-    if not isinstance(args, (list, tuple)):
+    if type(args) is not tuple and not isinstance(args, (list, tuple)):  # pylint: disable=unidiomatic-typecheck
       raise ValueError(
           "run takes the positional arguments `args` as a list or tuple, got "
           f"{type(args).__name__}: {args!r}. Wrap a single argument: "
@@ -109,14 +111,18 @@ class StrategyMethods:
       raise ValueError(
           f"run takes `kwargs` as a dict, got {type(kwargs).__name__}: "
           f"{kwargs!r}.")
-    with self.scope():
-      if not tf.executing_eagerly():
+    # strategy.scope() without its context-manager object (the hot path).
+    token = context.enter_scope(self)
+    try:
+      if not _executing_eagerly():
         # While tracing, let AutoGraph convert `fn` as the caller's setting
         # says; eager callers run `fn` as written.
         fn = _autograph.tf_convert(fn, _autograph.control_status_ctx(),
                                    convert_by_default=False)
       return self._extended._call_for_each_replica(  # pylint: disable=protected-access
           fn, args, kwargs or {})
+    finally:
+      context.exit_scope(token)
 
   def experimental_run_v2(self, fn: Callable[..., Any], args: Any = (),
                           kwargs: Optional[dict] = None,
@@ -273,5 +279,6 @@ def _sum_and_count_along(value: Any, axis: int) -> tuple[Any, Any]:
   return tf.reduce_sum(value, axis=axis), count
 
 
-class Strategy(StrategyMethods, tf.distribute.Strategy):
+class Strategy(strategy_iterators.IteratorMethods, StrategyMethods,
+               tf.distribute.Strategy):
   """Base class of the TF2 (``compat_distribute.v2``) strategies."""

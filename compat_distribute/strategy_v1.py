@@ -19,66 +19,18 @@ True
 """
 from __future__ import annotations
 
-import inspect
 from typing import Any, Callable, Iterable, Optional
 
 import tensorflow as tf
 
-from compat_distribute import context
-from compat_distribute import input as input_lib
 from compat_distribute import strategy as strategy_lib
-
-InputReplicationMode = tf.distribute.InputReplicationMode
+from compat_distribute import strategy_iterators
 
 
 class StrategyV1Methods:
   """Methods that only the v1 API has, or that differ there (``reduce``'s
-  default ``axis``).  Mixed in ahead of ``StrategyMethods``."""
-
-  # -- input iterators --------------------------------------------------------
-
-  def make_dataset_iterator(self, dataset: tf.data.Dataset) -> Any:
-    """An input iterator that splits each global batch of ``dataset`` over
-    the replicas.
-
-    The iterator has ``initialize()`` (returns the initialisation ops to run
-    in a session; nothing to run eagerly), an ``initializer`` property and
-    ``get_next()``, which gives one batch per replica.
-    """
-    if not isinstance(dataset, tf.data.Dataset):
-      raise TypeError(
-          "make_dataset_iterator expects a tf.data.Dataset of global batches, "
-          f"got {dataset!r} of type {type(dataset).__name__}. Build one with "
-          "tf.data (e.g. tf.data.Dataset.from_tensor_slices(x).batch(n)); "
-          "for a function that builds the dataset use make_input_fn_iterator.")
-    return input_lib.make_dataset_iterator(self._extended, dataset)
-
-  def make_input_fn_iterator(
-      self, input_fn: Callable[[Any], tf.data.Dataset],
-      replication_mode: Any = InputReplicationMode.PER_WORKER) -> Any:
-    """An input iterator over the dataset ``input_fn(input_context)``
-    returns; that dataset yields per-replica batches.
-
-    Only ``InputReplicationMode.PER_WORKER`` exists for these strategies:
-    ``input_fn`` is called once, and the replicas take turns dequeuing from
-    its dataset.
-    """
-    if replication_mode != InputReplicationMode.PER_WORKER:
-      raise ValueError(
-          "make_input_fn_iterator supports only "
-          "tf.distribute.InputReplicationMode.PER_WORKER (one input_fn call "
-          f"whose dataset every replica reads), got {replication_mode!r}. "
-          "Pass replication_mode=InputReplicationMode.PER_WORKER (the "
-          "default) and batch with input_context.get_per_replica_batch_size.")
-    if not callable(input_fn):
-      raise TypeError(
-          "make_input_fn_iterator expects a callable "
-          f"input_fn(input_context) -> tf.data.Dataset, got {input_fn!r} of "
-          f"type {type(input_fn).__name__}. For a dataset you already have, "
-          "use make_dataset_iterator(dataset).")
-    with self.scope():
-      return input_lib.make_input_fn_iterator(self._extended, input_fn,
-                                              replication_mode)
+  default ``axis``).  Mixed in ahead of ``StrategyMethods``; the input
+  iterator methods both generations share are in ``strategy_iterators``."""
 
   def experimental_make_numpy_dataset(self, numpy_input: Any,
                                       session: Optional[Any] = None) -> Any:
@@ -91,35 +43,6 @@ class StrategyV1Methods:
     """
     return self._extended.experimental_make_numpy_dataset(numpy_input,
                                                           session=session)
-
-  # -- running ----------------------------------------------------------------
-
-  def experimental_run(self, fn: Callable[..., Any],
-                       input_iterator: Optional[Any] = None) -> Any:
-    """Deprecated: runs ``fn(inputs)`` on every replica, each replica getting
-    its own part of one ``input_iterator.get_next()``.
-
-    Without ``input_iterator`` ``fn`` is called with no arguments.  Returns
-    what ``run`` returns.  Warns once per process; use ``run``.
-    """
-    strategy_lib.warn_deprecated_once("Strategy.experimental_run",
-                                      "Strategy.run")
-    if not callable(fn):
-      raise TypeError(
-          f"experimental_run expects a callable `fn`, got {fn!r} of type "
-          f"{type(fn).__name__}.")
-    if input_iterator is None:
-      _check_callable_without_args(fn)
-      return self.run(fn)
-    if not callable(getattr(input_iterator, "get_next", None)):
-      raise TypeError(
-          "experimental_run expects `input_iterator` to be an input iterator "
-          "(from make_dataset_iterator or make_input_fn_iterator), got "
-          f"{input_iterator!r} of type {type(input_iterator).__name__}. "
-          "Wrap a dataset first: strategy.make_dataset_iterator(dataset).")
-    with self.scope():
-      inputs = input_iterator.get_next()
-    return self.run(fn, args=(inputs,))
 
   # -- reducing and results ---------------------------------------------------
 
@@ -182,27 +105,6 @@ class StrategyV1Methods:
       session_config.CopyFrom(self.update_config_proto(session_config))
 
 
-def _check_callable_without_args(fn: Callable[..., Any]) -> None:
-  """Raises ``TypeError`` if ``fn`` has a required parameter."""
-  target = getattr(fn, "python_function", fn)  # a tf.function's Python body
-  try:
-    signature = inspect.signature(target)
-  except (TypeError, ValueError):
-    return  # builtins and the like: let the call itself complain
-  required = [
-      p.name for p in signature.parameters.values()
-      if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY,
-                                             p.POSITIONAL_OR_KEYWORD,
-                                             p.KEYWORD_ONLY)]
-  if required:
-    raise TypeError(
-        "experimental_run was called without an input_iterator, so `fn` is "
-        f"called with no arguments, but {getattr(fn, '__name__', fn)!r} "
-        f"requires {', '.join(required)}. Pass an iterator, e.g. "
-        "strategy.experimental_run(fn, strategy.make_dataset_iterator(ds)), "
-        "or give those parameters defaults.")
-
-
 def _count_devices(config: Any, devices: Iterable[str]) -> None:
   """Raises ``config.device_count`` so that every local device in
   ``devices`` exists in a session; never lowers a count."""
@@ -219,7 +121,8 @@ def _count_devices(config: Any, devices: Iterable[str]) -> None:
     config.device_count[kind] = max(count, configured, current)
 
 
-class Strategy(StrategyV1Methods, strategy_lib.StrategyMethods,
+class Strategy(StrategyV1Methods, strategy_iterators.IteratorMethods,
+               strategy_lib.StrategyMethods,
                tf.compat.v1.distribute.Strategy):
   """Base class of the v1 (``compat_distribute.v1``) strategies.
 

@@ -378,3 +378,20 @@ def test_checkpoint_interchange_with_native(tmp_path):
   path2 = tf.train.Checkpoint(v=w).save(str(tmp_path / "native"))
   tf.train.Checkpoint(v=v).restore(path2).assert_consumed()
   np.testing.assert_array_equal(v.numpy(), [5.0, 6.0])
+
+
+def test_v2_strategy_keeps_tf_input_iterator_methods():
+  # TF2 strategies still have make_dataset_iterator, make_input_fn_iterator
+  # and experimental_run (TensorFlow's own strategy tests use them).
+  def program(strategy):
+    batches = strategy.make_dataset_iterator(tf.data.Dataset.range(4).batch(2))
+    batches.initialize()
+    first = strategy.experimental_run(lambda x: x * 10, batches)
+    inputs = strategy.make_input_fn_iterator(
+        lambda ctx: tf.data.Dataset.range(3).map(
+            lambda x: x + ctx.num_replicas_in_sync))
+    inputs.initialize()
+    second = strategy.experimental_run(lambda x: x, inputs)
+    return first, second
+  ours, native = both(program)
+  assert_same(ours, native)
