@@ -43,13 +43,19 @@ def replica_mode(replica_context: Any) -> ThreadMode:
   return ThreadMode(replica_context.strategy, None, replica_context)
 
 
+_get_default_graph = tf.compat.v1.get_default_graph  # bound once: hot path
+
+
 def push(mode: ThreadMode) -> None:
   _tf_private.strategy_stack().append(mode)
 
 
 def pop(mode: ThreadMode) -> None:
   """Pops ``mode``, which must be the top entry (a nesting bug otherwise)."""
-  stack = _tf_private.strategy_stack()
+  _pop_from(_tf_private.strategy_stack(), mode)
+
+
+def _pop_from(stack: list[Any], mode: ThreadMode) -> None:
   if not stack or stack[-1] is not mode:
     raise RuntimeError(
         "Strategy contexts were exited out of order: expected to leave "
@@ -65,6 +71,81 @@ def current_mode() -> Optional[ThreadMode]:
   return stack[-1] if stack else None
 
 
+def enter_scope(strategy: Any) -> Optional[tuple[Any, ...]]:
+  """Enters ``strategy``'s scope (see ``StrategyScope``) on the calling
+  thread; returns the token ``exit_scope`` takes.
+
+  Makes ``strategy`` current in cross-replica context, installs its
+  variable creator (as ``tf.variable_creator_scope`` would) and, if it has
+  one, its default device.  The token is None when ``strategy`` was already
+  current in cross-replica context (nothing to undo).  ``strategy.run``
+  calls this directly: it is the cheap core of ``strategy.scope()``.
+
+  Raises:
+    RuntimeError: another strategy is current, or ``strategy`` is in
+      replica context.
+  """
+  graph = _get_default_graph()
+  stack = _tf_private.strategy_stack_of(graph)
+  if stack:
+    mode = stack[-1]
+    if mode.strategy is not strategy:
+      raise RuntimeError(
+          "Cannot enter the scope of one tf.distribute.Strategy inside the "
+          f"scope of another: {strategy!r} was entered while "
+          f"{mode.strategy!r} is current. Exit the outer `with "
+          "strategy.scope():` block first, or use the same strategy object.")
+    if mode.replica_context is not None:
+      raise RuntimeError(
+          f"{strategy!r}.scope() was entered in replica context (inside "
+          "`strategy.run`). The scope is a cross-replica context; enter it "
+          "outside `run`, or use `tf.distribute.get_replica_context()."
+          "merge_call` to reach cross-replica context from a replica.")
+    return None
+  extended = strategy.extended
+  mode = ThreadMode(strategy, strategy, None)
+  stack.append(mode)
+  try:
+    creators = _tf_private.push_variable_creator(
+        graph, extended._variable_creator)  # pylint: disable=protected-access
+    device_scope = None
+    try:
+      if extended._default_device:  # pylint: disable=protected-access
+        device_scope = tf.device(extended._default_device)  # pylint: disable=protected-access
+        device_scope.__enter__()
+    except BaseException:
+      _tf_private.pop_variable_creator(graph, creators)
+      raise
+  except BaseException:
+    _pop_from(stack, mode)
+    raise
+  return graph, mode, creators, device_scope
+
+
+def exit_scope(token: Optional[tuple[Any, ...]]) -> None:
+  """Leaves what ``enter_scope`` entered, innermost first; every step runs
+  even if one fails (the first error is raised)."""
+  if token is None:
+    return
+  graph, mode, creators, device_scope = token
+  error = None
+  if device_scope is not None:
+    try:
+      device_scope.__exit__(None, None, None)
+    except Exception as e:  # pylint: disable=broad-except
+      error = e
+  try:
+    _tf_private.pop_variable_creator(graph, creators)
+  except Exception as e:  # pylint: disable=broad-except
+    error = error or e
+  try:
+    _pop_from(_tf_private.strategy_stack_of(graph), mode)
+  except Exception as e:  # pylint: disable=broad-except
+    error = error or e
+  if error is not None:
+    raise error
+
+
 class StrategyScope:
   """What ``strategy.scope()`` returns.
 
@@ -76,57 +157,17 @@ class StrategyScope:
 
   def __init__(self, strategy: Any) -> None:
     self._strategy = strategy
-    self._entered: list[Any] = []  # one list of exit callbacks per __enter__
+    self._entered: list[Any] = []  # one exit_scope token per __enter__
 
   def __repr__(self) -> str:
     return f"StrategyScope({self._strategy!r})"
 
   def __enter__(self) -> Any:
-    strategy = self._strategy
-    mode = current_mode()
-    if mode is not None:
-      if mode.strategy is not strategy:
-        raise RuntimeError(
-            "Cannot enter the scope of one tf.distribute.Strategy inside the "
-            f"scope of another: {strategy!r} was entered while "
-            f"{mode.strategy!r} is current. Exit the outer `with "
-            "strategy.scope():` block first, or use the same strategy object.")
-      if mode.replica_context is not None:
-        raise RuntimeError(
-            f"{strategy!r}.scope() was entered in replica context (inside "
-            "`strategy.run`). The scope is a cross-replica context; enter it "
-            "outside `run`, or use `tf.distribute.get_replica_context()."
-            "merge_call` to reach cross-replica context from a replica.")
-      self._entered.append(())
-      return strategy
-    exits = []
-    mode = cross_replica_mode(strategy)
-    push(mode)
-    exits.append(lambda: pop(mode))
-    try:
-      for manager in strategy.extended._scope_managers():  # pylint: disable=protected-access
-        manager.__enter__()
-        exits.append(lambda m=manager: m.__exit__(None, None, None))
-    except BaseException:
-      _unwind(exits)
-      raise
-    self._entered.append(tuple(exits))
-    return strategy
+    self._entered.append(enter_scope(self._strategy))
+    return self._strategy
 
   def __exit__(self, exc_type, exc_value, traceback) -> None:
-    _unwind(list(self._entered.pop()))
-
-
-def _unwind(exits: list[Any]) -> None:
-  """Runs exit callbacks innermost first; every one runs even if one fails."""
-  error = None
-  while exits:
-    try:
-      exits.pop()()
-    except Exception as e:  # pylint: disable=broad-except
-      error = error or e
-  if error is not None:
-    raise error
+    exit_scope(self._entered.pop())
 
 
 class CrossReplicaFromReplica:

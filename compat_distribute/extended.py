@@ -90,15 +90,10 @@ class Extended(tf.compat.v1.distribute.StrategyExtended):
   def _get_replica_id_in_sync_group(self, replica_id: Any) -> Any:
     return replica_id
 
-  def _scope_managers(self) -> list[Any]:
-    """Context managers ``strategy.scope()`` enters after the thread mode."""
-    managers = [tf.variable_creator_scope(self._variable_creator)]
-    if self._default_device:
-      managers.append(tf.device(self._default_device))
-    return managers
-
   def _variable_creator(self, next_creator: Callable[..., Any],
                         **kwargs: Any) -> Any:
+    """The creator ``strategy.scope()`` installs (``context.enter_scope``,
+    which also enters ``_default_device`` when set)."""
     kwargs["use_resource"] = True
     kwargs["distribute_strategy"] = self._container_strategy()
     return self._create_variable(next_creator, **kwargs)
