@@ -150,13 +150,18 @@ def select_replica(replica_id: int, structure: Any) -> Any:
   >>> select_replica(1, {"x": PerReplica(("a", "b")), "y": 3})
   {'x': 'b', 'y': 3}
   """
-  if is_distributed(structure):
-    return structure._values[replica_id]  # pylint: disable=protected-access
-  if type(structure) in (tuple, list):  # the common `args` case, kept cheap
-    if all(isinstance(x, _PLAIN_LEAVES) for x in structure):
+  kind = type(structure)
+  if kind is tuple or kind is list:  # the common `args` case, kept cheap
+    for x in structure:
+      if not isinstance(x, _PLAIN_LEAVES):
+        break
+    else:
       return structure
-  elif type(structure) is dict and not structure:
-    return structure
+  elif kind is dict:  # `kwargs`
+    if not structure:
+      return structure
+  elif getattr(kind, "_is_compat_distributed_values", False):
+    return structure._values[replica_id]  # pylint: disable=protected-access
   elif isinstance(structure, _PLAIN_LEAVES):
     return structure
   return tf.nest.map_structure(
