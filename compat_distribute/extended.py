@@ -200,7 +200,8 @@ class Extended(tf.compat.v1.distribute.StrategyExtended):
       if self._single_replica_context is None:
         # Stateless between uses, so one instance serves every call.
         self._single_replica_context = self._make_replica_context(0)
-      with tf.device(self._compute_devices[0]), self._single_replica_context:
+      with _tf_private.device(self._compute_devices[0]), \
+          self._single_replica_context:
         return fn(*values_lib.select_replica(0, args),
                   **values_lib.select_replica(0, kwargs))
     from compat_distribute import replica_threads  # pylint: disable=g-import-not-at-top

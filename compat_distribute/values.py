@@ -89,9 +89,20 @@ class PerReplicaSpec(tf.TypeSpec):
 class PerReplica(DistributedValues, _CompositeTensor):
   """Values that differ from replica to replica (one per replica)."""
 
+  _spec: "PerReplicaSpec | None" = None  # computed on first use
+
   @property
   def _type_spec(self) -> PerReplicaSpec:
-    return PerReplicaSpec(*(tf.type_spec_from_value(v) for v in self._values))
+    # Tracing a tf.function asks for the spec of each PerReplica argument
+    # and value many times (~34 times over 8 values for a two-replica
+    # training step).  The values are a tuple nobody replaces, so the spec
+    # is computed once.  (A graph tensor's set_shape afterwards can only
+    # make its shape more specific, so the cached spec stays compatible.)
+    spec = self._spec
+    if spec is None:
+      spec = self._spec = PerReplicaSpec(
+          *(tf.type_spec_from_value(v) for v in self._values))
+    return spec
 
   def _shape_invariant_to_type_spec(self, shape: tf.TensorShape) -> PerReplicaSpec:
     return PerReplicaSpec(*(tf.TensorSpec(shape, v.dtype) for v in self._values))
@@ -152,11 +163,20 @@ def select_replica(replica_id: int, structure: Any) -> Any:
   """
   kind = type(structure)
   if kind is tuple or kind is list:  # the common `args` case, kept cheap
+    distributed = False
     for x in structure:
-      if not isinstance(x, _PLAIN_LEAVES):
-        break
+      if isinstance(x, _PLAIN_LEAVES):
+        continue
+      if getattr(type(x), "_is_compat_distributed_values", False):
+        distributed = True
+        continue
+      break  # something nested: the general walk below
     else:
-      return structure
+      if not distributed:
+        return structure
+      return kind([x._values[replica_id]  # pylint: disable=protected-access
+                   if getattr(type(x), "_is_compat_distributed_values", False)
+                   else x for x in structure])
   elif kind is dict:  # `kwargs`
     if not structure:
       return structure
