@@ -72,6 +72,9 @@ class Worker(threading.Thread):
       except BaseException:  # pylint: disable=broad-except
         pass  # jobs record their own errors; the worker must survive
       finally:
+        # Drop the finished run (and the graph it traced into) now, not
+        # when the next job replaces it.
+        job = None
         self._back.release()
 
 

@@ -76,6 +76,23 @@ class PerReplicaSpec(tf.TypeSpec):
   def _component_specs(self) -> tuple[tf.TypeSpec, ...]:
     return self._value_specs
 
+  # Tracing compares the spec of each PerReplica argument with itself (the
+  # args-mutation check, the function cache).  TypeSpec's generic versions
+  # of these two methods rebuild the spec through its serialization; when
+  # the answer is `self` (specs all equal / no tensor names), say so.
+
+  def most_specific_common_supertype(self, others: Sequence[Any]) -> Any:
+    mine = self._value_specs
+    if all(type(o) is type(self) and o._value_specs == mine for o in others):  # pylint: disable=protected-access,unidiomatic-typecheck
+      return self
+    return super().most_specific_common_supertype(others)
+
+  def _without_tensor_names(self) -> "PerReplicaSpec":
+    if all(type(s) is tf.TensorSpec and s.name is None  # pylint: disable=unidiomatic-typecheck
+           for s in self._value_specs):
+      return self
+    return super()._without_tensor_names()
+
   def _to_components(self, value: "PerReplica") -> tuple[Any, ...]:
     return value._values  # pylint: disable=protected-access
 
