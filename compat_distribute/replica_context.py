@@ -77,10 +77,11 @@ class ReplicaContext(tf.distribute.ReplicaContext,
   @property
   def replica_id_in_sync_group(self) -> tf.Tensor:
     """This replica's index, as an int32 scalar tensor."""
-    if tf.is_tensor(self._replica_id_in_sync_group):
-      return self._replica_id_in_sync_group
-    return tf.constant(self._replica_id_in_sync_group, tf.int32,
-                       name="replica_id_in_sync_group")
+    replica_id = self._replica_id_in_sync_group
+    # (tf.is_tensor of a Python int costs ~5 µs: a Protocol check.)
+    if not isinstance(replica_id, int) and tf.is_tensor(replica_id):
+      return replica_id
+    return tf.constant(replica_id, tf.int32, name="replica_id_in_sync_group")
 
   @property
   def _replica_id(self) -> tf.Tensor:
@@ -207,7 +208,7 @@ class ReplicaContext(tf.distribute.ReplicaContext,
 
 def _is_replica_zero(replica_id: Any) -> Any:
   """A summary-recording condition true only on replica 0."""
-  if tf.is_tensor(replica_id):
+  if not isinstance(replica_id, int) and tf.is_tensor(replica_id):
     return lambda: tf.equal(replica_id, 0)
   return replica_id == 0
 

@@ -351,7 +351,7 @@ def _select(i: int, result: Any) -> Any:
     for x in result:
       if values_lib.is_distributed(x):
         picked.append(x._values[i])  # pylint: disable=protected-access
-      elif tf.is_tensor(x) or x is None:
+      elif x is None or tf.is_tensor(x):
         picked.append(x)
       else:
         return values_lib.select_replica(i, result)
