@@ -256,6 +256,19 @@ def test_update_context_does_not_merge_again(n, mode):
   assert_all_equal(ours[2], native[2])
 
 
+def _training_replica_fn(model, optimizer, xs, ys):
+  """A replica step: replica i trains on row block i of ``xs``/``ys``."""
+  def replica_fn():
+    rid = tf.distribute.get_replica_context().replica_id_in_sync_group
+    xb, yb = tf.gather(xs, rid), tf.gather(ys, rid)
+    with tf.GradientTape() as tape:
+      loss = tf.reduce_sum((model(xb) - yb) ** 2) / 8.0
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+  return replica_fn
+
+
 # -- Keras -------------------------------------------------------------------
 
 def _train(strategy, optimizer_name, steps=3, eager=False):
@@ -273,14 +286,7 @@ def _train(strategy, optimizer_name, steps=3, eager=False):
   y = tf.reduce_sum(tf.sin(x), axis=1, keepdims=True)
   xs, ys = tf.reshape(x, (n, 8 // n, 4)), tf.reshape(y, (n, 8 // n, 1))
 
-  def replica_fn():
-    rid = tf.distribute.get_replica_context().replica_id_in_sync_group
-    xb, yb = tf.gather(xs, rid), tf.gather(ys, rid)
-    with tf.GradientTape() as tape:
-      loss = tf.reduce_sum((model(xb) - yb) ** 2) / 8.0
-    grads = tape.gradient(loss, model.trainable_variables)
-    optimizer.apply_gradients(zip(grads, model.trainable_variables))
-    return loss
+  replica_fn = _training_replica_fn(model, optimizer, xs, ys)
 
   step = lambda: strategy.reduce("SUM", strategy.run(replica_fn), axis=None)
   step = step if eager else tf.function(step)
@@ -461,14 +467,7 @@ def _train_tf_keras(strategy, optimizer_name, steps=3):
   y = tf.reduce_sum(tf.cos(x), axis=1, keepdims=True)
   xs, ys = tf.reshape(x, (n, 8 // n, 4)), tf.reshape(y, (n, 8 // n, 1))
 
-  def replica_fn():
-    rid = tf.distribute.get_replica_context().replica_id_in_sync_group
-    xb, yb = tf.gather(xs, rid), tf.gather(ys, rid)
-    with tf.GradientTape() as tape:
-      loss = tf.reduce_sum((model(xb) - yb) ** 2) / 8.0
-    grads = tape.gradient(loss, model.trainable_variables)
-    optimizer.apply_gradients(zip(grads, model.trainable_variables))
-    return loss
+  replica_fn = _training_replica_fn(model, optimizer, xs, ys)
 
   step = tf.function(lambda: strategy.reduce(
       "SUM", strategy.run(replica_fn), axis=None))
