@@ -194,7 +194,7 @@ class CentralStorageExtended(extended_lib.Extended):
           f"extended.update needs a tf.Variable to update, got {var!r} of "
           f"type {type(var).__name__}. Pass a variable created in this "
           "strategy's scope.")
-    with tf.device(var.device or None):
+    with _tf_private.device(var.device or None):
       result = fn(var, *values_lib.select_replica(0, args),
                   **values_lib.select_replica(0, kwargs))
     if group:

@@ -27,6 +27,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 import tensorflow as tf
 
+from compat_distribute import _tf_private
 from compat_distribute import context
 
 _Aggregation = tf.VariableAggregation
@@ -396,7 +397,7 @@ def _apply(variable: tf.Variable, method: str, value: Any,
     variable = variable.get()
   if not variable.device:
     return getattr(variable, method)(value, **kwargs)
-  with tf.device(variable.device):
+  with _tf_private.device(variable.device):
     return getattr(variable, method)(value, **kwargs)
 
 
