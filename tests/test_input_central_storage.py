@@ -9,10 +9,6 @@ from test_input_support import central_storage_class
 from test_input_support import native
 from test_input_support import native_local_values
 
-pytestmark = pytest.mark.skipif(
-    central_storage_class() is None,
-    reason="compat_distribute.v2.experimental.CentralStorageStrategy missing")
-
 NS = [1, 2, 4]
 
 

@@ -34,12 +34,10 @@ def native(n):
 
 
 def central_storage_class():
-  """Our v2 CentralStorageStrategy, or None while it does not exist."""
-  from compat_distribute.v2 import experimental  # pylint: disable=g-import-not-at-top
-  cls = experimental.__dict__.get("CentralStorageStrategy")
-  if cls is None or not cls.__module__.startswith("compat_distribute"):
-    return None
-  return cls
+  """Our v2 CentralStorageStrategy (never TensorFlow's, which the facade
+  would fall back to)."""
+  from compat_distribute.central_storage import CentralStorageStrategy  # pylint: disable=g-import-not-at-top
+  return CentralStorageStrategy
 
 
 def local_values(value, n):

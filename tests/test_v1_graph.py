@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 import v1_support as sup
-from v1_support import CONFIGS, make_native, make_ours, requires_input
+from v1_support import CONFIGS, make_native, make_ours
 
 OPTIMIZERS = {
     "sgd": lambda: tf.compat.v1.train.GradientDescentOptimizer(0.1),
@@ -189,7 +189,6 @@ def _drain(sess, fetches, limit=20):
   raise AssertionError(f"no OutOfRangeError after {limit} steps")
 
 
-@requires_input
 @pytest.mark.parametrize("config", CONFIGS)
 def test_dataset_iterator_contents_end_and_reinitialise(config):
   def program(strategy):
@@ -214,7 +213,6 @@ def test_dataset_iterator_contents_end_and_reinitialise(config):
       np.testing.assert_array_equal(x, y)
 
 
-@requires_input
 @pytest.mark.parametrize("config", CONFIGS)
 def test_input_fn_iterator_with_experimental_run(config):
   def program(strategy):
@@ -246,7 +244,6 @@ def test_input_fn_iterator_with_experimental_run(config):
       np.testing.assert_array_equal(x, y)
 
 
-@requires_input
 @pytest.mark.parametrize("config", CONFIGS)
 def test_training_from_iterator_matches_native(config):
   def program(strategy):
@@ -276,7 +273,6 @@ def test_training_from_iterator_matches_native(config):
   sup.assert_nested_equal(ours, native)
 
 
-@requires_input
 @pytest.mark.parametrize("config", CONFIGS)
 def test_get_next_before_initialize_is_a_clear_error(config):
   graph = tf.Graph()
@@ -295,7 +291,6 @@ def test_get_next_before_initialize_is_a_clear_error(config):
       assert len(sess.run(nxt)) == sup.replicas(config)
 
 
-@requires_input
 @pytest.mark.parametrize("config", CONFIGS)
 def test_numpy_dataset_is_fed_not_embedded(config):
   big = np.arange(200_000, dtype=np.float32).reshape(-1, 4)

@@ -53,7 +53,6 @@ def _drain_eager(strategy, iterator, fn=None, limit=20):
   raise AssertionError(f"input did not end after {limit} steps")
 
 
-@sup.requires_input
 @pytest.mark.parametrize("config", CONFIGS)
 def test_dataset_iterator_eager_matches_native(config):
   results = []
@@ -69,7 +68,6 @@ def test_dataset_iterator_eager_matches_native(config):
   assert len(results[0][0]) == 3  # 10 rows, global batch 4: 4 + 4 + 2
 
 
-@sup.requires_input
 @pytest.mark.parametrize("config", CONFIGS)
 def test_experimental_run_with_iterators_eager_matches_native(config):
   def input_fn(ctx):
@@ -88,7 +86,6 @@ def test_experimental_run_with_iterators_eager_matches_native(config):
   sup.assert_nested_equal(*results)
 
 
-@sup.requires_input
 @pytest.mark.parametrize("config", CONFIGS)
 def test_numpy_dataset_eager_matches_native(config):
   arrays = (np.arange(12.0).reshape(6, 2), np.arange(6))
@@ -101,7 +98,6 @@ def test_numpy_dataset_eager_matches_native(config):
   sup.assert_nested_equal(*results)
 
 
-@sup.requires_input
 @pytest.mark.parametrize("config", CONFIGS)
 def test_experimental_run_inside_tf_function_matches_native(config):
   results = []
@@ -121,7 +117,6 @@ def test_experimental_run_inside_tf_function_matches_native(config):
   sup.assert_nested_equal(*results)
 
 
-@sup.requires_input
 @pytest.mark.parametrize("config", CONFIGS)
 def test_distributed_datasets_eager_match_native(config):
   def dataset_fn(ctx):

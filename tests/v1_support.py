@@ -5,10 +5,8 @@ A configuration is ``"one_device"`` (on ``/cpu:1``) or ``"central_storage/N"``
 classes are captured at import time, before anything could install the shim
 in TensorFlow's place.
 """
-import importlib
 
 import numpy as np
-import pytest
 import tensorflow as tf
 
 NATIVE_ONE_DEVICE = tf.compat.v1.distribute.OneDeviceStrategy
@@ -18,13 +16,6 @@ assert NATIVE_ONE_DEVICE.__module__.startswith("tensorflow")
 ONE_DEVICE = "/cpu:1"
 CONFIGS = ["one_device", "central_storage/1", "central_storage/2",
            "central_storage/4"]
-
-
-def central_storage_available():
-  """True once the v1 facade has our CentralStorageStrategy."""
-  module = importlib.import_module("compat_distribute.v1.experimental")
-  cls = module.__dict__.get("CentralStorageStrategy")
-  return cls is not None and cls.__module__.startswith("compat_distribute")
 
 
 def replicas(config):
@@ -39,9 +30,6 @@ def make_ours(config):
   from compat_distribute import v1  # pylint: disable=g-import-not-at-top
   if config == "one_device":
     return v1.OneDeviceStrategy(ONE_DEVICE)
-  if not central_storage_available():
-    pytest.skip("compat_distribute.v1.experimental.CentralStorageStrategy "
-                "is not implemented yet")
   return v1.experimental.CentralStorageStrategy(
       compute_devices=_devices(config), parameter_device="/cpu:0")
 
@@ -72,15 +60,3 @@ def assert_nested_equal(a, b):
   assert len(flat_a) == len(flat_b), (a, b)
   for x, y in zip(flat_a, flat_b):
     np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-6)
-
-
-def input_available():
-  """True once compat_distribute.input provides the v1 iterators."""
-  from compat_distribute import input as input_lib  # pylint: disable=g-import-not-at-top
-  return hasattr(input_lib, "make_dataset_iterator") and hasattr(
-      input_lib, "make_input_fn_iterator")
-
-
-requires_input = pytest.mark.skipif(
-    not input_available(),
-    reason="compat_distribute.input has no v1 iterators yet")
