@@ -12,10 +12,8 @@ from compat_distribute import v2 as distribute
 from compat_distribute.variables import AggregatingVariable
 from conftest import in_mode
 
-OURS = getattr(distribute.experimental, "CentralStorageStrategy", None)
-if OURS is None or not OURS.__module__.startswith("compat_distribute"):
-  pytest.skip("compat_distribute's CentralStorageStrategy is not there yet",
-              allow_module_level=True)
+OURS = distribute.experimental.CentralStorageStrategy
+assert OURS.__module__.startswith("compat_distribute"), OURS
 
 NATIVE = tf.distribute.experimental.CentralStorageStrategy
 A = tf.VariableAggregation
