@@ -107,6 +107,38 @@ def test_datasets_from_function_match_native(n):
   assert contexts == [(1, 0, n)] * 2
 
 
+_CARDINALITY_SOURCES = {
+    "finite": lambda: tf.data.Dataset.range(9).batch(4),
+    "drop_remainder": lambda: tf.data.Dataset.range(9).batch(
+        4, drop_remainder=True),
+    "batch_of_one": lambda: tf.data.Dataset.range(9).batch(1),
+    "infinite": lambda: tf.data.Dataset.range(9).batch(4).repeat(),
+    "unknown": lambda: tf.data.Dataset.range(9).batch(4).filter(
+        lambda x: True),
+}
+
+
+@pytest.mark.parametrize("n", NS)
+@pytest.mark.parametrize("source", sorted(_CARDINALITY_SOURCES))
+def test_cardinality_matches_native(n, source):
+  # Keras and input pipelines read `cardinality` off distributed datasets.
+  make = _CARDINALITY_SOURCES[source]
+
+  @tf.function
+  def inside(dist):
+    return dist.cardinality
+
+  results = []
+  for s in _both(n):
+    dist = s.experimental_distribute_dataset(make())
+    from_fn = s.distribute_datasets_from_function(lambda ctx: make())
+    results.append((type(dist.cardinality), int(dist.cardinality),
+                    int(from_fn.cardinality), int(inside(dist))))
+  assert results[0] == results[1]
+  assert results[0][0] is np.int64
+  assert results[0][3] == tf.data.UNKNOWN_CARDINALITY
+
+
 @pytest.mark.parametrize("n", NS)
 def test_values_from_function_match_native(n):
   def value_fn(ctx):

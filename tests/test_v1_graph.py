@@ -307,3 +307,16 @@ def test_numpy_dataset_is_fed_not_embedded(config):
       first = np.concatenate(sess.run(nxt))
   np.testing.assert_array_equal(first, big[:1000])
   assert graph.as_graph_def().ByteSize() < big.nbytes // 10
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_distributed_dataset_cardinality_in_graph_is_unknown(config):
+  # In a graph TensorFlow cannot evaluate the cardinality while building,
+  # so its v1 distributed datasets report UNKNOWN; ours must too.
+  def program(strategy):
+    dataset = tf.data.Dataset.range(9).batch(4)
+    cardinality = strategy.experimental_distribute_dataset(dataset).cardinality
+    return lambda sess: cardinality
+
+  ours, native = _run_both(config, program)
+  assert ours == native == tf.data.UNKNOWN_CARDINALITY

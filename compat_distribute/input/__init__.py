@@ -49,7 +49,7 @@ def distribute_dataset(extended: Any, dataset: tf.data.Dataset,
   method = "experimental_distribute_dataset"
   settings = options_lib.settings_from(options, method)
   layout, host = build.split_pipeline(extended, dataset, settings, method)
-  return DistributedDataset(layout, host)
+  return DistributedDataset(layout, host, build.cardinality(dataset))
 
 
 def distribute_datasets_from_function(extended: Any,
@@ -62,7 +62,7 @@ def distribute_datasets_from_function(extended: Any,
   settings = options_lib.settings_from(options, method)
   dataset = build.call_input_fn(extended, dataset_fn, method)
   layout, host = build.stream_pipeline(extended, dataset, settings)
-  return DistributedDataset(layout, host)
+  return DistributedDataset(layout, host, build.cardinality(dataset))
 
 
 def make_numpy_dataset(extended: Any, numpy_input: Any,

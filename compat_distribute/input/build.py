@@ -48,6 +48,19 @@ def check_dataset(dataset: Any, method: str) -> None:
         "distribute_datasets_from_function(dataset_fn).")
 
 
+def cardinality(dataset: tf.data.Dataset) -> Any:
+  """``dataset``'s cardinality as a NumPy int64 when executing eagerly,
+  else ``tf.data.UNKNOWN_CARDINALITY`` (what TensorFlow's distributed
+  datasets report).
+
+  >>> int(cardinality(tf.data.Dataset.range(5).repeat()))
+  -1
+  """
+  if not tf.executing_eagerly():
+    return tf.data.UNKNOWN_CARDINALITY
+  return dataset.cardinality().numpy()
+
+
 def split_pipeline(extended: Any, dataset: tf.data.Dataset,
                    settings: options_lib.InputSettings,
                    method: str) -> tuple[layout_lib.Layout, tf.data.Dataset]:

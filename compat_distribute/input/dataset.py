@@ -40,9 +40,11 @@ class DistributedDataset(tf.distribute.DistributedDataset, _CompositeTensor):
   like) in eager mode or inside a ``tf.function``."""
 
   def __init__(self, layout: layout_lib.Layout,  # pylint: disable=super-init-not-called
-               host_dataset: tf.data.Dataset) -> None:
+               host_dataset: tf.data.Dataset,
+               cardinality: Any = tf.data.UNKNOWN_CARDINALITY) -> None:
     self._layout = layout
     self._host = host_dataset
+    self._cardinality = cardinality
 
   def __repr__(self) -> str:
     return (f"DistributedDataset(kind={self._layout.kind!r}, "
@@ -67,6 +69,24 @@ class DistributedDataset(tf.distribute.DistributedDataset, _CompositeTensor):
     distributed datasets offer for graph mode: run its ``initializer``,
     then ``get_next()``."""
     return iterator_v1.InputIterator(self._layout, self._host)
+
+  @property
+  def cardinality(self) -> Any:
+    """The cardinality of the dataset this was built from (for
+    ``distribute_datasets_from_function``, of the dataset ``dataset_fn``
+    returned), as TensorFlow's distributed datasets report it: a NumPy
+    int64 when built eagerly -- ``tf.data.INFINITE_CARDINALITY`` (-1) for
+    an endless dataset, ``tf.data.UNKNOWN_CARDINALITY`` (-2) when it cannot
+    be known -- and -2 when built in a graph or received by a
+    ``tf.function``.
+
+    >>> from compat_distribute import v2 as distribute
+    >>> strategy = distribute.OneDeviceStrategy("/cpu:0")
+    >>> int(strategy.experimental_distribute_dataset(
+    ...     tf.data.Dataset.range(9).batch(4)).cardinality)
+    3
+    """
+    return self._cardinality
 
   @property
   def element_spec(self) -> Any:
