@@ -99,7 +99,12 @@ def _split_dense(t: tf.Tensor, n: int) -> list[tf.Tensor]:
 
 
 def _split_ragged(t: tf.RaggedTensor, n: int) -> list[tf.RaggedTensor]:
-  bounds = _bounds(t.nrows(out_type=tf.int64), n)
+  rows = t.nrows(out_type=tf.int64)
+  d = t.shape[0]
+  if d is not None and d % n != 0:
+    # As for dense tensors: the pieces' row counts must not be static.
+    rows = tf.raw_ops.PlaceholderWithDefault(input=rows, shape=[])
+  bounds = _bounds(rows, n)
   return [t[bounds[i]:bounds[i + 1]] for i in range(n)]
 
 
@@ -112,7 +117,10 @@ def _split_sparse(t: tf.SparseTensor, n: int) -> list[tf.SparseTensor]:
   for i in range(n):
     start = tf.concat([bounds[i:i + 1], zeros], 0)
     size = tf.concat([bounds[i + 1:i + 2] - bounds[i:i + 1], rest], 0)
-    pieces.append(tf.sparse.slice(t, start, size))
+    piece = tf.sparse.slice(t, start, size)
+    # tf.sparse.slice forgets the static shape; TensorFlow keeps it.
+    piece.set_shape(piece_spec(tf.SparseTensorSpec(t.shape, t.dtype), n).shape)
+    pieces.append(piece)
   return pieces
 
 

@@ -1,0 +1,132 @@
+"""Input details next to native TensorFlow that the other input tests do not
+cover: static shapes of split sparse and ragged batches, the TF1 iterator
+properties (``output_types`` / ``output_shapes`` / ``output_classes``,
+``next()``), and ``experimental_per_replica_buffer_size=tf.data.AUTOTUNE``.
+"""
+import warnings
+
+import pytest
+import tensorflow as tf
+
+import v1_support as sup
+from test_input_support import central_storage_class
+from test_input_support import native
+from test_input_support import native_local_values
+from test_input_support import NATIVE_ONE_DEVICE
+from compat_distribute import v2
+
+
+def _sparse_rows(width, batch, drop):
+  # Row i is a 1 x width (or 1 x unknown) sparse matrix with i % 3 + 1 values.
+  def row(i):
+    dense = tf.range(i % 3 + 1)
+    if width is not None:
+      dense = tf.pad(dense, [[0, width - i % 3 - 1]])
+    return tf.sparse.from_dense(tf.reshape(dense, [1, -1]))
+  return tf.data.Dataset.range(9).map(row).batch(batch, drop_remainder=drop)
+
+
+def _ragged_rows(batch):
+  return tf.data.Dataset.range(9).map(tf.range).ragged_batch(
+      batch, drop_remainder=True)
+
+
+# Batches TensorFlow itself can split (it fails on an empty sparse piece).
+SPLIT_CASES = {
+    "sparse_static_divisible": (lambda: _sparse_rows(3, 4, True), (2, 4)),
+    "sparse_static_indivisible": (lambda: _sparse_rows(None, 3, True), (2,)),
+    "sparse_unknown_batch": (lambda: _sparse_rows(None, 2, False), ()),
+    "ragged_static_indivisible": (lambda: _ragged_rows(3), (2, 4)),
+    "ragged_static_divisible": (lambda: _ragged_rows(4), (2, 4)),
+}
+
+
+@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.parametrize("case", sorted(SPLIT_CASES))
+def test_split_sparse_and_ragged_specs_match_native(case, n):
+  make, value_ns = SPLIT_CASES[case]
+  ours = central_storage_class()([f"/cpu:{i}" for i in range(n)])
+  theirs = native(n)
+  results = []
+  for s in (ours, theirs):
+    dist = s.experimental_distribute_dataset(make())
+    values = ([native_local_values(s, x) for x in dist] if n in value_ns
+              else None)
+    results.append((repr(dist.element_spec), repr(iter(dist).element_spec),
+                    values))
+  assert results[0] == results[1]
+  # Every replica's piece has the same spec.
+  spec = ours.experimental_distribute_dataset(make()).element_spec
+  assert len({repr(s) for s in spec._value_specs}) == 1  # pylint: disable=protected-access
+
+
+def _legacy(iterator):
+  return [repr(getattr(iterator, name)) for name in
+          ("output_types", "output_shapes", "output_classes")]
+
+
+V1_DATASETS = {
+    "nested": lambda: tf.data.Dataset.range(9).map(
+        lambda i: (i, {"s": tf.strings.as_string(i)})).batch(4),
+    "static": lambda: tf.data.Dataset.range(9).batch(3, drop_remainder=True),
+    "sparse": lambda: _sparse_rows(None, 2, False),
+    "ragged": lambda: _ragged_rows(4),
+}
+
+
+@pytest.mark.parametrize("config", ["one_device", "central_storage/2"])
+@pytest.mark.parametrize("data", sorted(V1_DATASETS))
+def test_v1_iterator_output_properties_and_next_match_native(config, data):
+  make = V1_DATASETS[data]
+  results = []
+  for s in (sup.make_ours(config), sup.make_native(config)):
+    with warnings.catch_warnings():
+      warnings.simplefilter("ignore")
+      from_dataset = s.make_dataset_iterator(make())
+      from_fn = s.make_input_fn_iterator(lambda ctx: make())
+      row = []
+      for iterator in (from_dataset, from_fn):
+        row.append(_legacy(iterator))
+        iterator.initialize()
+        row.append(native_local_values(s, iterator.next()))
+    results.append(row)
+  assert results[0] == results[1]
+
+
+def test_v1_iterator_output_properties_in_graph_match_native():
+  results = []
+  for s in (sup.make_ours("central_storage/2"),
+            sup.make_native("central_storage/2")):
+    with tf.Graph().as_default():
+      iterator = s.make_dataset_iterator(V1_DATASETS["nested"]())
+      results.append(_legacy(iterator))
+  assert results[0] == results[1]
+
+
+def test_v1_iterator_of_a_callable_has_no_output_types():
+  strategy = sup.make_ours("one_device")
+  iterator = strategy.make_input_fn_iterator(lambda ctx: lambda: tf.ones([2]))
+  with pytest.raises(AttributeError, match="callable"):
+    iterator.output_types  # pylint: disable=pointless-statement
+
+
+@pytest.mark.parametrize("size", [tf.data.AUTOTUNE, -3])
+def test_negative_buffer_size_accepted_like_native(size):
+  options = tf.distribute.InputOptions(
+      experimental_per_replica_buffer_size=size)
+  dataset = lambda *_: tf.data.Dataset.range(7).batch(2)
+  results = []
+  for s in (v2.OneDeviceStrategy("/cpu:0"), NATIVE_ONE_DEVICE("/cpu:0")):
+    results.append(
+        ([native_local_values(s, x) for x in
+          s.experimental_distribute_dataset(dataset(), options)],
+         [native_local_values(s, x) for x in
+          s.distribute_datasets_from_function(dataset, options)]))
+  assert results[0] == results[1]
+  # TensorFlow's CentralStorageStrategy accepts it in
+  # distribute_datasets_from_function (its other method fails on any options).
+  results = []
+  for s in (central_storage_class()(["/cpu:0", "/cpu:1"]), native(2)):
+    results.append([native_local_values(s, x) for x in
+                    s.distribute_datasets_from_function(dataset, options)])
+  assert results[0] == results[1]
