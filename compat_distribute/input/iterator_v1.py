@@ -123,8 +123,42 @@ class InputIterator:
       return None
     return self._layout.element_spec(self._host_spec)
 
+  def _per_replica_dataset_property(self, getter: Callable[[Any], Any],
+                                    name: str) -> Any:
+    if self._dataset is None:
+      raise AttributeError(
+          f"InputIterator.{name} is not known for an input_fn that returned "
+          "a callable: its elements are only known once read. Return a "
+          "tf.data.Dataset from input_fn to get it.")
+    value = getter(self._dataset)
+    # "rounds" host elements are n-tuples of pieces; report one replica's.
+    return value[0] if self._layout.kind == "rounds" else value
+
+  @property
+  def output_types(self) -> Any:
+    """One replica's element dtypes, as TF1 iterators report them."""
+    return self._per_replica_dataset_property(
+        tf.compat.v1.data.get_output_types, "output_types")
+
+  @property
+  def output_shapes(self) -> Any:
+    """One replica's element shapes, as TF1 iterators report them."""
+    return self._per_replica_dataset_property(
+        tf.compat.v1.data.get_output_shapes, "output_shapes")
+
+  @property
+  def output_classes(self) -> Any:
+    """One replica's element classes (``tf.Tensor``, ``tf.SparseTensor``,
+    ...), as TF1 iterators report them."""
+    return self._per_replica_dataset_property(
+        tf.compat.v1.data.get_output_classes, "output_classes")
+
   def __iter__(self) -> "InputIterator":
     return self
+
+  def next(self) -> Any:
+    """Same as ``next(iterator)``."""
+    return self.__next__()
 
   def __next__(self) -> Any:
     if self._graph:
