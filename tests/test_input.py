@@ -136,10 +136,10 @@ def test_buffer_size_option():
         experimental_per_replica_buffer_size=size)
     assert _values(ours.experimental_distribute_dataset(
         tf.data.Dataset.range(3), options)) == [0, 1, 2]
-  with pytest.raises(ValueError, match=">= 0"):
+  with pytest.raises(TypeError, match="must be an int.*2.5"):
     ours.experimental_distribute_dataset(
         _dataset(), tf.distribute.InputOptions(
-            experimental_per_replica_buffer_size=-1))
+            experimental_per_replica_buffer_size=2.5))
 
 
 def test_bad_options_and_datasets():

@@ -34,6 +34,8 @@ def _layout(extended: Any, kind: str,
 
 
 def _prefetch(dataset: tf.data.Dataset, steps: int) -> tf.data.Dataset:
+  if steps < 0:  # tf.data.AUTOTUNE (times the number of replicas)
+    return dataset.prefetch(tf.data.AUTOTUNE)
   return dataset.prefetch(steps) if steps > 0 else dataset
 
 

@@ -5,7 +5,9 @@ What each field does here (single machine, one input pipeline):
 * ``experimental_fetch_to_device`` -- honoured: True (default) puts each
   replica's batch on its compute device, False leaves it on the input host.
 * ``experimental_per_replica_buffer_size`` -- honoured: how many steps of
-  input are prefetched on the host (default 1).
+  input are prefetched on the host (default 1; 0 turns prefetching off; a
+  negative value, such as ``tf.data.AUTOTUNE``, lets tf.data choose, and is
+  accepted as TensorFlow accepts it).
 * ``experimental_replication_mode`` -- only ``PER_WORKER`` (one input
   pipeline for all replicas); ``PER_REPLICA`` raises ``NotImplementedError``.
 * ``experimental_place_dataset_on_device`` -- only meaningful with
@@ -37,10 +39,11 @@ def settings_from(options: Any, method: str) -> InputSettings:
   """Validates ``options`` (an ``InputOptions`` or None) for ``method``.
 
   Raises:
-    TypeError: ``options`` is not a ``tf.distribute.InputOptions``.
+    TypeError: ``options`` is not a ``tf.distribute.InputOptions``, or its
+      buffer size is not an int (TensorFlow also raises ``TypeError``, when
+      the dataset is iterated).
     NotImplementedError: ``PER_REPLICA`` replication was asked for.
-    ValueError: ``experimental_place_dataset_on_device`` is set, or the
-      buffer size is not a non-negative int.
+    ValueError: ``experimental_place_dataset_on_device`` is set.
   """
   if options is None:
     return InputSettings()
@@ -66,10 +69,10 @@ def settings_from(options: Any, method: str) -> InputSettings:
         "(experimental_fetch_to_device=True already puts the batches on the "
         "devices).")
   size = options.experimental_per_replica_buffer_size
-  if (isinstance(size, bool) or not isinstance(size, numbers.Integral) or
-      size < 0):
-    raise ValueError(
-        f"{method}: experimental_per_replica_buffer_size must be an int >= 0, "
-        f"got {size!r}.")
+  if not isinstance(size, numbers.Integral):
+    raise TypeError(
+        f"{method}: experimental_per_replica_buffer_size must be an int (>= 0 "
+        f"steps to prefetch, or tf.data.AUTOTUNE), got {size!r}.")
+  size = int(size)
   return InputSettings(fetch_to_device=bool(options.experimental_fetch_to_device),
-                       buffer_size=int(size))
+                       buffer_size=tf.data.AUTOTUNE if size < 0 else size)
