@@ -162,6 +162,30 @@ class CentralStorageExtended(extended_lib.Extended):
           value, cross_device.devices_of(destinations), reuse=False)
     return self._cross_device_ops.reduce(reduce_op, value, destinations)
 
+  def _batch_reduce_to(self, reduce_op: Any, value_destination_pairs: Any,
+                       options: Any) -> list[Any]:
+    """As TensorFlow's: a plain (not per-replica) value counts as one
+    replica's value, so SUM and MEAN both give it back, as a tensor copied to
+    the destinations (``reduce_to`` instead refuses SUM and keeps MEAN's
+    value where it is)."""
+    results = []
+    for value, destinations in value_destination_pairs:
+      if (values_lib.is_distributed(value) or
+          reduce_op == tf.VariableAggregation.ONLY_FIRST_REPLICA or
+          isinstance(value, tf.IndexedSlices)):
+        results.append(self._reduce_to(reduce_op, value, destinations,
+                                       options))
+        continue
+      if destinations is None or (isinstance(destinations, str) and
+                                  not destinations):
+        raise ValueError(
+            f"batch_reduce_to needs destinations, got {destinations!r}. Pass "
+            "a device string, a variable, or a per-replica value.")
+      results.append(cross_device.broadcast(
+          tf.convert_to_tensor(value), cross_device.devices_of(destinations),
+          reuse=False))
+    return results
+
   def _gather_to_implementation(self, value: Any, destinations: Any,
                                 axis: int, options: Any) -> Any:
     del options

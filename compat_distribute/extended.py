@@ -152,6 +152,10 @@ class Extended(tf.compat.v1.distribute.StrategyExtended):
                                   "batch_reduce_to",
                                   "ReplicaContext.all_reduce")
     reduce_op = _reduce_op_or_only_first(reduce_op)
+    return self._batch_reduce_to(reduce_op, value_destination_pairs, options)
+
+  def _batch_reduce_to(self, reduce_op: Any, value_destination_pairs: Any,
+                       options: Any) -> list[Any]:
     return [self._reduce_to(reduce_op, v, d, options)
             for v, d in value_destination_pairs]
 
