@@ -8,6 +8,7 @@
 """
 from __future__ import annotations
 
+import operator
 from typing import Any, Sequence, Union
 
 import tensorflow as tf
@@ -18,9 +19,28 @@ _VALID = ", ".join(f"tf.distribute.ReduceOp.{op.name} (or {op.value!r})"
                    for op in ReduceOp)
 
 
+class ReduceOpTypeError(TypeError, AssertionError):
+  """A ``reduce_op`` that is neither a ``ReduceOp`` nor a string.
+
+  TensorFlow raises ``TypeError`` for this in some methods
+  (``Strategy.reduce`` with an ``axis``) and ``AssertionError`` in others
+  (``reduce`` with ``axis=None``, ``reduce_to``, ``all_reduce``); this class
+  is both, so code catching either keeps working.
+  """
+  # Exception's own __init__ lets AutoGraph re-raise this type (with the
+  # user's source location) when it is raised inside a tf.function.
+  __init__ = Exception.__init__
+
+
 def to_reduce_op(reduce_op: Union[ReduceOp, str, tf.VariableAggregation]
                  ) -> ReduceOp:
-  """Accepts a ``ReduceOp``, its name in any case, or a VariableAggregation."""
+  """Accepts a ``ReduceOp``, its name in any case, or a VariableAggregation.
+
+  Raises:
+    ValueError: an unknown name (as TensorFlow does).
+    ReduceOpTypeError: anything else that is not a ReduceOp (a ``TypeError``
+      that is also an ``AssertionError``, the types TensorFlow raises).
+  """
   if isinstance(reduce_op, ReduceOp):
     return reduce_op
   if isinstance(reduce_op, str):
@@ -34,16 +54,39 @@ def to_reduce_op(reduce_op: Union[ReduceOp, str, tf.VariableAggregation]
     if reduce_op in (tf.VariableAggregation.MEAN,
                      tf.VariableAggregation.ONLY_FIRST_REPLICA):
       return ReduceOp.MEAN
+  if not isinstance(reduce_op, str):
+    raise ReduceOpTypeError(
+        f"reduce_op must be a tf.distribute.ReduceOp or its name, got "
+        f"{reduce_op!r} of type {type(reduce_op).__name__}. Valid values are "
+        f"{_VALID}.")
   raise ValueError(
       f"Unknown reduce_op {reduce_op!r}. Valid values are {_VALID}.")
 
 
-def check_axis(axis: Any, value: Any) -> int:
-  """Validates ``axis`` against ``value``'s rank; returns it non-negative."""
-  if isinstance(axis, bool) or not isinstance(axis, int):
+def check_axis(axis: Any, value: Any) -> Any:
+  """Validates ``axis`` against ``value``'s rank; returns it non-negative.
+
+  ``axis`` may be a Python or NumPy integer, or an integer tensor (inside a
+  ``tf.function`` TensorFlow accepts one); a tensor whose value is unknown
+  while tracing is returned as it is.
+  """
+  if tf.is_tensor(axis):
+    static = tf.get_static_value(axis)
+    if static is None or not axis.dtype.is_integer or axis.shape.rank != 0:
+      return axis
+    axis = int(static)
+  elif isinstance(axis, bool):
     raise TypeError(
-        f"`axis` must be None or a Python int, got {axis!r} of type "
-        f"{type(axis).__name__}. Pass the batch dimension, e.g. axis=0.")
+        f"`axis` must be None or an integer, got {axis!r} of type bool. Pass "
+        "the batch dimension, e.g. axis=0.")
+  else:
+    try:
+      axis = operator.index(axis)
+    except TypeError:
+      raise TypeError(
+          f"`axis` must be None or an integer, got {axis!r} of type "
+          f"{type(axis).__name__}. Pass the batch dimension, e.g. axis=0."
+      ) from None
   rank = getattr(getattr(value, "shape", None), "rank", None)
   if rank is None:
     return axis

@@ -112,7 +112,7 @@ class ReplicaContext(tf.distribute.ReplicaContext,
           f"{context.current_mode() or 'the default strategy'!r}. In "
           "cross-replica context call merge_fn(strategy, ...) directly.")
     if not isinstance(args, (list, tuple)):
-      raise ValueError(
+      raise TypeError(
           f"merge_call takes `args` as a list or tuple, got "
           f"{type(args).__name__}: {args!r}. Wrap a single argument: "
           "args=(value,).")
@@ -138,6 +138,10 @@ class ReplicaContext(tf.distribute.ReplicaContext,
     """Concatenates ``value`` from every replica along ``axis``; every
     replica receives the result."""
     del options
+    if any(isinstance(v, tf.IndexedSlices) for v in tf.nest.flatten(value)):
+      raise NotImplementedError(
+          "all_gather does not support tf.IndexedSlices, got "
+          f"{value!r}; convert them with tf.convert_to_tensor first.")
     if self.num_replicas_in_sync == 1:
       return tf.nest.map_structure(_identity, value)
     return self._all_gather(value, axis)
@@ -178,10 +182,6 @@ class ReplicaContext(tf.distribute.ReplicaContext,
     all-reduce SUM of the replicas' upstream gradients.
     """
     flat = tf.nest.flatten(value)
-    if any(isinstance(v, tf.IndexedSlices) for v in flat):
-      raise NotImplementedError(
-          "all_gather does not support tf.IndexedSlices; convert them with "
-          "tf.convert_to_tensor first.")
 
     def merge_fn(strategy, *per_replica):
       return [strategy.extended._gather_to(v, v, axis)  # pylint: disable=protected-access

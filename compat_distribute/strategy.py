@@ -14,6 +14,7 @@ True
 """
 from __future__ import annotations
 
+import collections.abc
 import warnings
 from typing import Any, Callable, Optional
 
@@ -108,7 +109,7 @@ class StrategyMethods:
           f"{type(args).__name__}: {args!r}. Wrap a single argument: "
           "args=(x,).")
     if kwargs is not None and not isinstance(kwargs, dict):
-      raise ValueError(
+      raise TypeError(
           f"run takes `kwargs` as a dict, got {type(kwargs).__name__}: "
           f"{kwargs!r}.")
     # strategy.scope() without its context-manager object (the hot path).
@@ -146,8 +147,14 @@ class StrategyMethods:
     self._check_own_value(value, "reduce")
     if axis is None:
       return self._extended._reduce(reduce_op, value)  # pylint: disable=protected-access
+    if isinstance(value, collections.abc.Mapping):
+      raise TypeError(
+          f"reduce with axis={axis!r} takes a tensor or a per-replica tensor, "
+          f"got a {type(value).__name__} of values: {value!r}. Reduce each "
+          "entry separately, or pass axis=None to reduce the structure only "
+          "across replicas.")
     for local in self._extended._local_results(value):  # pylint: disable=protected-access
-      reduce_lib.check_axis(axis, local)
+      axis = reduce_lib.check_axis(axis, local)
     if reduce_op == reduce_lib.ReduceOp.SUM:
       sums = self.run(_sum_along, args=(value, axis))
       return self._extended._reduce(reduce_op, sums)  # pylint: disable=protected-access
@@ -273,7 +280,7 @@ def _sum_along(value: Any, axis: int) -> Any:
 
 def _sum_and_count_along(value: Any, axis: int) -> tuple[Any, Any]:
   value = tf.convert_to_tensor(value)
-  dim = value.shape[axis]
+  dim = value.shape[axis] if isinstance(axis, int) else None
   count = (tf.constant(dim, tf.int64) if dim is not None else
            tf.shape(value, out_type=tf.int64)[axis])
   return tf.reduce_sum(value, axis=axis), count
