@@ -66,6 +66,14 @@ Private names used (checked against TensorFlow 2.21.0):
   sets its ``is_recording_distribution_strategy`` so that only replica 0
   writes summaries (TensorFlow's rule), and replica worker threads take the
   caller's writer, step and ``record_if`` condition, which are thread-local.
+* ``tensorflow.python.distribute.input_lib.DistributedDataset`` (its name and
+  module only, never the class) -- Keras 3 (``keras.src.trainers.
+  data_adapters.is_tf_dataset``, checked in Keras 3.15) accepts a distributed
+  dataset as ``model.fit``/``evaluate``/``predict`` input only if a class in
+  its MRO is named ``DistributedDataset`` and has a module under
+  ``tensorflow.python.``; otherwise it raises "Unrecognized data type".
+  ``KerasDistributedDatasetMarker`` is an empty base class with that name and
+  module for our distributed datasets.
 """
 from __future__ import annotations
 
@@ -286,3 +294,16 @@ def summary_state() -> Any:
   """The calling thread's summary state: ``writer``, ``step``,
   ``is_recording`` and ``is_recording_distribution_strategy``."""
   return _summary_ops_v2._summary_state  # pylint: disable=protected-access
+
+
+class KerasDistributedDatasetMarker:
+  """Empty base class that makes Keras 3 take a subclass as a distributed
+  dataset (see the module docstring); it adds no behaviour."""
+  __slots__ = ()
+
+
+# What Keras reads: the class name and module of TensorFlow's own class.
+KerasDistributedDatasetMarker.__name__ = "DistributedDataset"
+KerasDistributedDatasetMarker.__qualname__ = "DistributedDataset"
+KerasDistributedDatasetMarker.__module__ = (
+    "tensorflow.python.distribute.input_lib")

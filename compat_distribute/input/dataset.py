@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 import tensorflow as tf
 
+from compat_distribute import _tf_private
 from compat_distribute.input import iterator as iterator_lib
 from compat_distribute.input import iterator_v1
 from compat_distribute.input import layout as layout_lib
@@ -35,9 +36,11 @@ from compat_distribute.input import layout as layout_lib
 _CompositeTensor = tf.__internal__.CompositeTensor
 
 
-class DistributedDataset(tf.distribute.DistributedDataset, _CompositeTensor):
+class DistributedDataset(tf.distribute.DistributedDataset, _CompositeTensor,
+                         _tf_private.KerasDistributedDatasetMarker):
   """Steps of input for all replicas; iterate it (several times if you
-  like) in eager mode or inside a ``tf.function``."""
+  like) in eager mode or inside a ``tf.function``; Keras's ``fit``,
+  ``evaluate`` and ``predict`` take it as input."""
 
   def __init__(self, layout: layout_lib.Layout,  # pylint: disable=super-init-not-called
                host_dataset: tf.data.Dataset,
