@@ -130,3 +130,63 @@ def test_negative_buffer_size_accepted_like_native(size):
     results.append([native_local_values(s, x) for x in
                     s.distribute_datasets_from_function(dataset, options)])
   assert results[0] == results[1]
+
+
+def _raised(thunk):
+  try:
+    thunk()
+  except Exception as e:  # pylint: disable=broad-except
+    return e
+  raise AssertionError("no error raised")
+
+
+def test_bad_dataset_arguments_raise_an_error_of_native_type():
+  ours, theirs = v2.OneDeviceStrategy("/cpu:0"), NATIVE_ONE_DEVICE("/cpu:0")
+  dist = ours.experimental_distribute_dataset(tf.data.Dataset.range(2))
+  cases = [
+      lambda s: s.experimental_distribute_dataset(None),
+      lambda s: s.experimental_distribute_dataset([1, 2]),
+      lambda s: s.experimental_distribute_dataset(dist),
+      lambda s: s.distribute_datasets_from_function(None),
+      lambda s: s.distribute_datasets_from_function(tf.data.Dataset.range(2)),
+      lambda s: list(s.distribute_datasets_from_function(lambda _: [1, 2])),
+      lambda s: list(s.distribute_datasets_from_function(lambda _: None)),
+  ]
+  for case in cases:
+    native_error = _raised(lambda: case(theirs))
+    our_error = _raised(lambda: case(ours))
+    assert isinstance(our_error, type(native_error)), (our_error, native_error)
+    assert isinstance(our_error, TypeError)
+
+
+@pytest.mark.parametrize("config", ["v2_one_device", "v2_central_storage/1",
+                                    "v1_one_device"])
+def test_get_next_as_optional_in_a_single_replica_fn_like_native(config):
+  if config == "v2_one_device":
+    pair = (v2.OneDeviceStrategy("/cpu:0"), NATIVE_ONE_DEVICE("/cpu:0"))
+  elif config == "v1_one_device":
+    pair = (sup.make_ours("one_device"), sup.make_native("one_device"))
+  else:
+    pair = (central_storage_class()(["/cpu:0"]), native(1))
+  results = []
+  for s in pair:
+    dataset = tf.data.Dataset.range(5).batch(2)
+    if config.startswith("v1"):
+      iterator = s.make_dataset_iterator(dataset)
+    else:
+      iterator = iter(s.experimental_distribute_dataset(dataset))
+
+    def read(iterator=iterator):
+      optional = iterator.get_next_as_optional()
+      return optional.has_value(), optional.get_value()
+
+    results.append([native_local_values(s, s.run(read)) for _ in range(3)])
+  assert results[0] == results[1]
+
+
+def test_get_next_as_optional_in_a_replica_fn_of_two_replicas_raises():
+  for s in (central_storage_class()(["/cpu:0", "/cpu:1"]), native(2)):
+    iterator = iter(s.experimental_distribute_dataset(
+        tf.data.Dataset.range(4).batch(2)))
+    with pytest.raises(ValueError):
+      s.run(lambda: iterator.get_next_as_optional().get_value())  # pylint: disable=cell-var-from-loop

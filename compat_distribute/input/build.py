@@ -17,11 +17,22 @@ from compat_distribute.input import options as options_lib
 from compat_distribute.input import rebatch
 
 
-class NotADatasetError(TypeError, ValueError):
-  """An input function returned something that is not a ``tf.data.Dataset``.
+class NotADatasetError(TypeError, ValueError, AttributeError):
+  """A dataset argument, or what an input function returned, is not a
+  ``tf.data.Dataset``.
 
-  Native TensorFlow raises ``ValueError`` for ``make_input_fn_iterator``;
-  this error is both a ``TypeError`` and a ``ValueError``.
+  TensorFlow 2.21 raises ``ValueError`` for ``None`` and for
+  ``make_input_fn_iterator``, and ``AttributeError`` (a missing dataset
+  attribute) for other values; this error is all of ``TypeError``,
+  ``ValueError`` and ``AttributeError`` so handlers for any of them work.
+  """
+
+
+class NotCallableError(TypeError, ValueError):
+  """An input function argument is not callable.
+
+  TensorFlow raises ``TypeError``, or ``ValueError`` for ``None``; this
+  error is both.
   """
 
 
@@ -40,9 +51,9 @@ def _prefetch(dataset: tf.data.Dataset, steps: int) -> tf.data.Dataset:
 
 
 def check_dataset(dataset: Any, method: str) -> None:
-  """Raises ``TypeError`` unless ``dataset`` is a ``tf.data.Dataset``."""
+  """Raises ``NotADatasetError`` unless ``dataset`` is a ``tf.data.Dataset``."""
   if not isinstance(dataset, tf.data.Dataset):
-    raise TypeError(
+    raise NotADatasetError(
         f"{method} expects a tf.data.Dataset of global batches, got "
         f"{dataset!r} of type {type(dataset).__name__}. Build one with "
         "tf.data, e.g. tf.data.Dataset.from_tensor_slices(x).batch("
@@ -87,7 +98,7 @@ def call_input_fn(extended: Any, fn: Callable[[Any], Any], method: str,
   """Calls ``fn(InputContext)`` once on the input device and checks it
   returned a dataset (or, if allowed, a callable)."""
   if not callable(fn):
-    raise TypeError(
+    raise NotCallableError(
         f"{method} expects a function input_context -> tf.data.Dataset, got "
         f"{fn!r} of type {type(fn).__name__}.")
   with tf.device(extended._input_device):  # pylint: disable=protected-access

@@ -87,8 +87,13 @@ class DistributedIterator(tf.distribute.DistributedIterator, _CompositeTensor):
     return fetch.next_step(self._layout, self._host.get_next)
 
   def get_next_as_optional(self) -> tf.experimental.Optional:
-    """The next step's input as an Optional (empty at the end)."""
-    check_cross_replica("DistributedIterator.get_next_as_optional")
+    """The next step's input as an Optional (empty at the end).
+
+    Unlike ``get_next``, TensorFlow lets a single replica's function call
+    this (``strategy.run(lambda: iterator.get_next_as_optional()...)``).
+    """
+    if self._layout.num_replicas > 1:
+      check_cross_replica("DistributedIterator.get_next_as_optional")
     return fetch.next_optional(self._layout, self._host.get_next_as_optional,
                                self._host_spec)
 

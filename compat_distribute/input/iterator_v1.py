@@ -108,8 +108,12 @@ class InputIterator:
     return fetch.next_step(self._layout, self._host.get_next)
 
   def get_next_as_optional(self) -> tf.experimental.Optional:
-    """The next step's input as an Optional (empty at the end)."""
-    iterator_lib.check_cross_replica("InputIterator.get_next_as_optional")
+    """The next step's input as an Optional (empty at the end).
+
+    As in TensorFlow, a single replica's function may call this.
+    """
+    if self._layout.num_replicas > 1:
+      iterator_lib.check_cross_replica("InputIterator.get_next_as_optional")
     if self._fn is not None:
       return tf.experimental.Optional.from_value(self.get_next())
     return fetch.next_optional(self._layout, self._host.get_next_as_optional,
