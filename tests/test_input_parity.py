@@ -190,3 +190,29 @@ def test_get_next_as_optional_in_a_replica_fn_of_two_replicas_raises():
         tf.data.Dataset.range(4).batch(2)))
     with pytest.raises(ValueError):
       s.run(lambda: iterator.get_next_as_optional().get_value())  # pylint: disable=cell-var-from-loop
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_none_components_go_to_every_replica_like_native(n):
+  def make(*_):
+    return tf.data.Dataset.range(7).batch(2).map(
+        lambda x: (x, None, {"none": None, "y": x * 2}))
+
+  results = []
+  for s in (central_storage_class()([f"/cpu:{i}" for i in range(n)]),
+            native(n)):
+    steps = []
+    for dist in (s.experimental_distribute_dataset(make()),
+                 s.distribute_datasets_from_function(make)):
+      iterator = iter(dist)
+      try:  # TensorFlow fails on None in an Optional of per-replica values
+        first = native_local_values(
+            s, iterator.get_next_as_optional().get_value())
+      except ValueError:
+        first = "ValueError"
+      steps.append((repr(dist.element_spec), first,
+                    [native_local_values(s, x) for x in iterator]))
+    results.append(steps)
+  assert results[0] == results[1]
+  assert results[0][0][1] == ("ValueError" if n > 1 else
+                              [([0, 1], None, {"none": None, "y": [0, 2]})])

@@ -33,6 +33,10 @@ from compat_distribute import values as values_lib
 
 KINDS = ("whole", "rounds", "stream")
 
+# The spec tf.data gives a ``None`` component of an element (every replica
+# gets ``None`` for it, as in TensorFlow).
+NONE_SPEC_TYPE = type(tf.type_spec_from_value(None))
+
 
 @dataclasses.dataclass(frozen=True)
 class Layout:
@@ -96,6 +100,8 @@ def regroup(per_replica: Sequence[Any]) -> Any:
 
 
 def _identity(x: Any) -> Any:
+  if x is None:
+    return None
   return tf.nest.map_structure(tf.identity, x, expand_composites=True)
 
 
@@ -116,6 +122,8 @@ def dummy(spec: Any) -> Any:
   is taken for the batch dimension and set to 0.
   """
   def make(s: tf.TypeSpec) -> Any:
+    if isinstance(s, NONE_SPEC_TYPE):
+      return None
     if s.shape.rank is None:
       dims = []
     else:

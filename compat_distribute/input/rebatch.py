@@ -25,6 +25,8 @@ from typing import Any
 
 import tensorflow as tf
 
+from compat_distribute.input import layout as layout_lib
+
 _SPLITTABLE = (tf.TensorSpec, tf.RaggedTensorSpec, tf.SparseTensorSpec)
 
 
@@ -63,6 +65,8 @@ def check_splittable(element_spec: Any, n: int, method: str) -> None:
   paths = list(tf.__internal__.nest.yield_flat_paths(element_spec))
   for path, spec in zip(paths, tf.nest.flatten(element_spec)):
     where = "/".join(str(p) for p in path) or "<element>"
+    if isinstance(spec, layout_lib.NONE_SPEC_TYPE):
+      continue  # every replica gets None
     if not isinstance(spec, _SPLITTABLE):
       raise UnbatchedDatasetError(
           f"{method} splits every component of a dataset element along its "
@@ -129,7 +133,9 @@ def split_element(element: Any, n: int) -> tuple[Any, ...]:
   flat = tf.nest.flatten(element)
   per_leaf = []
   for leaf in flat:
-    if isinstance(leaf, tf.RaggedTensor):
+    if leaf is None:
+      per_leaf.append([None] * n)
+    elif isinstance(leaf, tf.RaggedTensor):
       per_leaf.append(_split_ragged(leaf, n))
     elif isinstance(leaf, tf.SparseTensor):
       per_leaf.append(_split_sparse(leaf, n))
