@@ -216,3 +216,26 @@ def test_none_components_go_to_every_replica_like_native(n):
   assert results[0] == results[1]
   assert results[0][0][1] == ("ValueError" if n > 1 else
                               [([0, 1], None, {"none": None, "y": [0, 2]})])
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_eager_optional_element_spec_matches_native(n):
+  # Eagerly TensorFlow's Optional carries the value's static shapes; the
+  # empty one at the end carries the dataset's.
+  def make(*_):
+    return tf.data.Dataset.range(5).map(
+        lambda i: (tf.range(i % 2 + 1), tf.strings.as_string(i))).padded_batch(2)
+
+  results = []
+  strategies = ((v2.OneDeviceStrategy("/cpu:0"), NATIVE_ONE_DEVICE("/cpu:0"))
+                if n == 1 else
+                (central_storage_class()(["/cpu:0", "/cpu:1"]), native(2)))
+  for s in strategies:
+    specs = []
+    for dist in (s.experimental_distribute_dataset(make()),
+                 s.distribute_datasets_from_function(make)):
+      iterator = iter(dist)
+      specs.append([repr(iterator.get_next_as_optional().element_spec)
+                    for _ in range(4)])
+    results.append(specs)
+  assert results[0] == results[1]

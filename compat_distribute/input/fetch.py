@@ -107,8 +107,11 @@ def next_optional(layout: layout_lib.Layout,
                               for o in optionals])
   else:
     opt = get_next_as_optional()
-    if all(t is None for t in layout.targets) and layout.kind == "whole":
+    if (layout.kind == "whole" and all(t is None for t in layout.targets)
+        and not tf.executing_eagerly()):
       return opt
+    # Eagerly TensorFlow rebuilds a full Optional from the value, so its
+    # element_spec has the value's static shapes; so do we.
     has_value = opt.has_value()
 
     def value() -> Any:
