@@ -239,3 +239,19 @@ def test_eager_optional_element_spec_matches_native(n):
                     for _ in range(4)])
     results.append(specs)
   assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("value_fn", [
+    lambda ctx: {"a": 1} if ctx.replica_id_in_sync_group == 0 else (1,),
+    lambda ctx: [1] * (ctx.replica_id_in_sync_group + 1),
+], ids=["dict_then_tuple", "lengths"])
+def test_values_from_function_of_mismatched_structures_raise_like_native(
+    value_fn):
+  # Ours used to keep replica 0's structure and drop the rest silently.
+  for s in (central_storage_class()(["/cpu:0", "/cpu:1"]), native(2)):
+    with pytest.raises(AssertionError):
+      s.experimental_distribute_values_from_function(value_fn)
+  with pytest.raises(ValueError, match="same structure.*replica 1"):
+    central_storage_class()(["/cpu:0", "/cpu:1"]
+                            ).experimental_distribute_values_from_function(
+                                value_fn)

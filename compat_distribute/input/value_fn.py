@@ -17,6 +17,26 @@ from compat_distribute.input import contexts
 from compat_distribute.input import layout as layout_lib
 
 
+class ReplicaValuesMismatchError(ValueError, AssertionError):
+  """``value_fn`` returned differently structured values for two replicas.
+
+  TensorFlow raises ``AssertionError``; this error is also a ``ValueError``.
+  """
+
+
+def _check_same_structure(values: list[Any]) -> None:
+  for i, value in enumerate(values[1:], start=1):
+    try:
+      tf.nest.assert_same_structure(values[0], value)
+    except (ValueError, TypeError) as e:
+      raise ReplicaValuesMismatchError(
+          "experimental_distribute_values_from_function: value_fn must "
+          "return the same structure (nesting, lengths, keys) for every "
+          f"replica, but returned {values[0]!r} for replica 0 and {value!r} "
+          f"for replica {i}. Make value_fn return one structure and vary "
+          "only the values.") from e
+
+
 def distribute_values_from_function(extended: Any,
                                     value_fn: Callable[[Any], Any]) -> Any:
   """Calls ``value_fn(ValueContext(i, n))`` for each replica ``i``.
@@ -41,4 +61,5 @@ def distribute_values_from_function(extended: Any,
   for i, device in enumerate(devices):
     with tf.device(device):
       values.append(value_fn(contexts.ValueContext(i, n)))
+  _check_same_structure(values)
   return layout_lib.regroup(values)
