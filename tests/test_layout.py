@@ -50,10 +50,17 @@ def _imported_modules(path):
   ``a`` and ``a.b`` (``b`` may be a submodule).  Dotted ``tensorflow.*``
   string constants count too, to catch ``importlib.import_module("...")``."""
   tree = ast.parse(path.read_text(), filename=str(path))
+  # A string assigned to a class's __module__ names a module, imports none
+  # (_tf_private's Keras marker class): not counted.
+  module_labels = {id(node.value) for node in ast.walk(tree)
+                   if isinstance(node, ast.Assign) and all(
+                       isinstance(t, ast.Attribute) and t.attr == "__module__"
+                       for t in node.targets)}
   names = []
   for node in ast.walk(tree):
     if (isinstance(node, ast.Constant) and isinstance(node.value, str) and
-        node.value.startswith("tensorflow.") and " " not in node.value):
+        node.value.startswith("tensorflow.") and " " not in node.value and
+        id(node) not in module_labels):
       names.append(node.value)
     if isinstance(node, ast.Import):
       names.extend(alias.name for alias in node.names)
