@@ -115,18 +115,35 @@ def test_per_replica_mode_not_implemented_like_native():
     ours.experimental_distribute_dataset(_dataset(), options)
 
 
-def test_place_dataset_on_device_rejected():
+@pytest.mark.parametrize("fetch", [True, False])
+def test_place_dataset_on_device_like_native_one_device(fetch):
+  # TensorFlow's OneDeviceStrategy ignores the option in
+  # experimental_distribute_dataset and rejects it (ValueError) in
+  # distribute_datasets_from_function; ours does the same.
   ours, theirs = _pair()
   options = tf.distribute.InputOptions(
       experimental_place_dataset_on_device=True,
+      experimental_fetch_to_device=fetch)
+  results = []
+  for strategy in (ours, theirs):
+    dist = strategy.experimental_distribute_dataset(_dataset(), options)
+    results.append([tf.nest.map_structure(lambda t: (to_list(t), t.device), x)
+                    for x in dist])
+    with pytest.raises(ValueError):
+      strategy.distribute_datasets_from_function(lambda _: _dataset(), options)
+  assert results[0] == results[1]
+  assert results[0][0]["x"] == ([0, 1, 2], cpu(1) if fetch else cpu(0))
+  with pytest.raises(ValueError, match="PER_REPLICA"):
+    ours.distribute_datasets_from_function(lambda _: _dataset(), options)
+
+
+def test_place_dataset_on_device_rejected_with_several_replicas():
+  ours = distribute.experimental.CentralStorageStrategy(["/cpu:0", "/cpu:1"])
+  options = tf.distribute.InputOptions(
+      experimental_place_dataset_on_device=True,
       experimental_fetch_to_device=False)
-  with pytest.raises(ValueError):  # native rejects it here too
-    theirs.distribute_datasets_from_function(lambda _: _dataset(), options)
-  for call in (lambda: ours.experimental_distribute_dataset(_dataset(), options),
-               lambda: ours.distribute_datasets_from_function(
-                   lambda _: _dataset(), options)):
-    with pytest.raises(ValueError, match="PER_REPLICA"):
-      call()
+  with pytest.raises(ValueError, match="PER_REPLICA"):
+    ours.experimental_distribute_dataset(_dataset(), options)
 
 
 def test_buffer_size_option():

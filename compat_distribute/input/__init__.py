@@ -47,7 +47,9 @@ def distribute_dataset(extended: Any, dataset: tf.data.Dataset,
   """``experimental_distribute_dataset``: each global batch of ``dataset``
   is split over the replicas (one replica: passed through)."""
   method = "experimental_distribute_dataset"
-  settings = options_lib.settings_from(options, method)
+  one_replica = extended._num_replicas_in_sync == 1  # pylint: disable=protected-access
+  settings = options_lib.settings_from(options, method,
+                                       may_ignore_placement=one_replica)
   layout, host = build.split_pipeline(extended, dataset, settings, method)
   return DistributedDataset(layout, host, build.cardinality(dataset))
 

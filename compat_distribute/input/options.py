@@ -11,7 +11,10 @@ What each field does here (single machine, one input pipeline):
 * ``experimental_replication_mode`` -- only ``PER_WORKER`` (one input
   pipeline for all replicas); ``PER_REPLICA`` raises ``NotImplementedError``.
 * ``experimental_place_dataset_on_device`` -- only meaningful with
-  ``PER_REPLICA``; setting it raises ``ValueError``.
+  ``PER_REPLICA``; setting it raises ``ValueError``, except for
+  ``experimental_distribute_dataset`` with one replica, which ignores it as
+  TensorFlow's ``OneDeviceStrategy`` does (the pipeline runs on the host
+  and the batches reach the one device either way).
 
 >>> settings_from(None, "experimental_distribute_dataset")
 InputSettings(fetch_to_device=True, buffer_size=1)
@@ -35,15 +38,19 @@ class InputSettings:
   buffer_size: int = 1
 
 
-def settings_from(options: Any, method: str) -> InputSettings:
-  """Validates ``options`` (an ``InputOptions`` or None) for ``method``.
+def settings_from(options: Any, method: str,
+                  may_ignore_placement: bool = False) -> InputSettings:
+  """Validates ``options`` (an ``InputOptions`` or None) for ``method``;
+  ``may_ignore_placement`` accepts ``experimental_place_dataset_on_device``
+  (and ignores it).
 
   Raises:
     TypeError: ``options`` is not a ``tf.distribute.InputOptions``, or its
       buffer size is not an int (TensorFlow also raises ``TypeError``, when
       the dataset is iterated).
     NotImplementedError: ``PER_REPLICA`` replication was asked for.
-    ValueError: ``experimental_place_dataset_on_device`` is set.
+    ValueError: ``experimental_place_dataset_on_device`` is set and
+      ``may_ignore_placement`` is not.
   """
   if options is None:
     return InputSettings()
@@ -61,7 +68,7 @@ def settings_from(options: Any, method: str) -> InputSettings:
         "(InputReplicationMode.PER_WORKER). Drop the option or pass "
         "experimental_replication_mode=tf.distribute.InputReplicationMode."
         "PER_WORKER.")
-  if options.experimental_place_dataset_on_device:
+  if options.experimental_place_dataset_on_device and not may_ignore_placement:
     raise ValueError(
         f"{method}: experimental_place_dataset_on_device=True only applies "
         "with InputReplicationMode.PER_REPLICA, which these strategies do not "
