@@ -295,9 +295,14 @@ def test_input_context_members():
   assert (ctx.num_input_pipelines, ctx.input_pipeline_id,
           ctx.num_replicas_in_sync) == (2, 1, 4)
   assert ctx.get_per_replica_batch_size(64) == 16
-  assert repr(ctx) == str(ctx) == (
+  assert repr(ctx) == (
       "InputContext(num_input_pipelines=2, input_pipeline_id=1, "
       "num_replicas_in_sync=4)")
+  # str() is TensorFlow's own text, e.g. for logs that print the context.
+  assert str(ctx) == str(tf.distribute.InputContext(2, 1, 4)) == (
+      "tf.distribute.InputContext(input pipeline id 1, total: 2)")
+  value_ctx = distribute.experimental.ValueContext(1, 2)
+  assert str(value_ctx) == str(tf.distribute.experimental.ValueContext(1, 2))
   default = distribute.InputContext()
   assert (default.num_input_pipelines, default.input_pipeline_id,
           default.num_replicas_in_sync) == (1, 0, 1)

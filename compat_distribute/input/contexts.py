@@ -106,7 +106,6 @@ class InputContext(tf.distribute.InputContext):
             f"input_pipeline_id={self._input_pipeline_id}, "
             f"num_replicas_in_sync={self._num_replicas_in_sync})")
 
-  __str__ = __repr__
 
 
 class ValueContext(tf.distribute.experimental.ValueContext):
@@ -141,4 +140,3 @@ class ValueContext(tf.distribute.experimental.ValueContext):
             f"{self._replica_id_in_sync_group}, "
             f"num_replicas_in_sync={self._num_replicas_in_sync})")
 
-  __str__ = __repr__
