@@ -140,7 +140,7 @@ class ReplicaContext(tf.distribute.ReplicaContext,
     del options
     if any(isinstance(v, tf.IndexedSlices) for v in tf.nest.flatten(value)):
       raise NotImplementedError(
-          "all_gather does not support tf.IndexedSlices, got "
+          "all_gather does not support IndexedSlices, got "
           f"{value!r}; convert them with tf.convert_to_tensor first.")
     if self.num_replicas_in_sync == 1:
       return tf.nest.map_structure(_identity, value)

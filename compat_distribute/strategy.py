@@ -187,8 +187,8 @@ class StrategyMethods:
                                   "ReplicaContext.all_gather")
     if isinstance(value, tf.IndexedSlices):
       raise NotImplementedError(
-          "gather does not support tf.IndexedSlices; convert it with "
-          "tf.convert_to_tensor first.")
+          "gather does not support IndexedSlices (got a tf.IndexedSlices); "
+          "convert it with tf.convert_to_tensor first.")
     self._check_own_value(value, "gather")
     return self._extended._gather(value, axis)  # pylint: disable=protected-access
 
