@@ -57,8 +57,9 @@ class DistributedDataset(tf.distribute.DistributedDataset, _CompositeTensor,
   def __iter__(self) -> iterator_lib.DistributedIterator:
     if not (tf.executing_eagerly() or tf.inside_function()):
       raise RuntimeError(
-          "A DistributedDataset can be iterated only eagerly or inside a "
-          "tf.function, not while building a TF1 graph. In graph mode use "
+          "__iter__() is only supported inside of tf.function or when eager "
+          "execution is enabled; this DistributedDataset was iterated while "
+          "building a TF1 graph. In graph mode use "
           "dist_dataset.make_initializable_iterator() (or "
           "strategy.make_dataset_iterator(dataset)) and run its initializer "
           "in your session.")
