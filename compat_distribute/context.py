@@ -71,7 +71,7 @@ def current_mode() -> Optional[ThreadMode]:
   return stack[-1] if stack else None
 
 
-def enter_scope(strategy: Any) -> Optional[tuple[Any, ...]]:
+def enter_scope(strategy: Any) -> Optional[list[Any]]:
   """Enters ``strategy``'s scope (see ``StrategyScope``) on the calling
   thread; returns the token ``exit_scope`` takes.
 
@@ -119,31 +119,63 @@ def enter_scope(strategy: Any) -> Optional[tuple[Any, ...]]:
   except BaseException:
     _pop_from(stack, mode)
     raise
-  return graph, mode, creators, device_scope
+  return [graph, mode, creators, device_scope]
 
 
-def exit_scope(token: Optional[tuple[Any, ...]]) -> None:
-  """Leaves what ``enter_scope`` entered, innermost first; every step runs
-  even if one fails (the first error is raised)."""
+def exit_scope(token: Optional[list[Any]], finish_all: bool = True) -> None:
+  """Leaves what ``enter_scope`` entered, innermost first.
+
+  A step fails with ``RuntimeError`` when a scope entered inside the
+  strategy's scope (a device, a variable creator or, for
+  ``StrategyScope``, a ``tf.compat.v1.variable_scope``) is still open.
+  With ``finish_all`` (what ``run`` uses) every step still runs and the
+  first error is raised.  Without it (``StrategyScope``) the first failing
+  step stops the exit and the steps not yet done stay in ``token``, so once
+  the inner scope is closed, exiting again completes: TensorFlow's
+  behaviour for a scope's ``__exit__``.
+  """
   if token is None:
     return
-  graph, mode, creators, device_scope = token
+  graph, mode, creators, device_scope = token[:4]
   error = None
   if device_scope is not None:
     try:
       device_scope.__exit__(None, None, None)
+      token[3] = None
     except Exception as e:  # pylint: disable=broad-except
-      error = e
-  try:
-    _tf_private.pop_variable_creator(graph, creators)
-  except Exception as e:  # pylint: disable=broad-except
-    error = error or e
+      error = _nesting_error("Device", "tf.device")
+      if not finish_all:
+        raise error from e
+  if creators is not None:
+    try:
+      _tf_private.pop_variable_creator(graph, creators)
+      token[2] = None
+    except Exception as e:  # pylint: disable=broad-except
+      error = error or _nesting_error(
+          "Variable creator", "tf.variable_creator_scope")
+      if not finish_all:
+        raise error from e
+  if len(token) > 4 and token[4] is not None:
+    if tf.compat.v1.get_variable_scope() is not token[4]:
+      error = error or _nesting_error(
+          "Variable", "tf.compat.v1.variable_scope")
+      if not finish_all:
+        raise error
+    token[4] = None
   try:
     _pop_from(_tf_private.strategy_stack_of(graph), mode)
   except Exception as e:  # pylint: disable=broad-except
     error = error or e
   if error is not None:
     raise error
+
+
+def _nesting_error(kind: str, api: str) -> RuntimeError:
+  return RuntimeError(
+      f"{kind} scope nesting error: a `{api}` entered inside the strategy's "
+      "scope is still open while the strategy scope is exited. "
+      "Exit `with` blocks in the reverse order they were entered; once the "
+      "inner scope is closed, exiting the strategy scope again completes.")
 
 
 class StrategyScope:
@@ -163,11 +195,22 @@ class StrategyScope:
     return f"StrategyScope({self._strategy!r})"
 
   def __enter__(self) -> Any:
-    self._entered.append(enter_scope(self._strategy))
+    token = enter_scope(self._strategy)
+    if token is not None:
+      # Checked on exit: a variable_scope left open inside is a nesting error.
+      token.append(tf.compat.v1.get_variable_scope())
+    self._entered.append(token)
     return self._strategy
 
   def __exit__(self, exc_type, exc_value, traceback) -> None:
-    exit_scope(self._entered.pop())
+    # The token is dropped only once the exit completed, so after a nesting
+    # error (inner scope still open) a second __exit__ can finish the job.
+    if not self._entered:
+      raise RuntimeError(
+          f"{self!r} was exited more times than it was entered. Exit a "
+          "strategy scope once per `with` (or __enter__).")
+    exit_scope(self._entered[-1], finish_all=False)
+    self._entered.pop()
 
 
 class CrossReplicaFromReplica:

@@ -190,6 +190,12 @@ class Extended(tf.compat.v1.distribute.StrategyExtended):
 
       return ctx.merge_call(merge_fn, args=args, kwargs=kwargs)
     context.require_cross_replica(strategy, "update")
+    if not tf.executing_eagerly():
+      # Inside a tf.function AutoGraph converts ``fn`` when the caller's code
+      # is converted, as TensorFlow does for update and update_non_slot.
+      autograph = tf.__internal__.autograph
+      fn = autograph.tf_convert(fn, autograph.control_status_ctx(),
+                                convert_by_default=False)
     with strategy.scope():
       return self._update(var, fn, args, kwargs, group)
 
