@@ -190,3 +190,16 @@ def test_update_stays_unconverted_eagerly():
   strategy.extended.update(v, lambda var, t: seen.append((var is v, float(t))),
                            (tf.constant(3.0),))
   assert seen == [(True, 3.0)]
+
+
+@pytest.mark.parametrize("kind", ["v1_one_device", "v1_central_storage_2"])
+def test_numpy_dataset_without_session_in_graph_raises_tensorflows_type(kind):
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  for who, strategy in _both(kind):
+    with tf.Graph().as_default():
+      # TensorFlow raises AssertionError; ours is also a ValueError.
+      with pytest.raises(AssertionError):
+        strategy.experimental_make_numpy_dataset(np.ones([3], np.float32))
+      if who == "ours":
+        with pytest.raises(ValueError, match="session=sess"):
+          strategy.experimental_make_numpy_dataset(np.ones([3], np.float32))

@@ -41,10 +41,19 @@ def _fed_variable(array: np.ndarray, dtype: tf.DType, session: Any) -> Any:
     return tf.raw_ops.ReadVariableOp(resource=handle, dtype=dtype)
 
 
+class NoSessionError(ValueError, AssertionError):
+  """``experimental_make_numpy_dataset`` in a graph with no session to feed
+  the arrays through.
+
+  TensorFlow raises a bare ``AssertionError``; this error is also a
+  ``ValueError`` and says what to pass.
+  """
+
+
 def _graph_session(session: Any) -> Any:
   session = session or tf.compat.v1.get_default_session()
   if session is None:
-    raise ValueError(
+    raise NoSessionError(
         "experimental_make_numpy_dataset in graph mode feeds the arrays into "
         "the graph through a session, but no session was given and there is "
         "no default session. Pass the session that will run the input: "
