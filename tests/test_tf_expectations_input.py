@@ -65,3 +65,119 @@ def test_iteration_still_works_eagerly_and_in_tf_function():
     return result
 
   assert int(total(dist)) == 15
+
+
+# --- Batch dimension of get_next_as_optional inside a tf.function ----------
+#
+# TensorFlow treats input that is not known to be infinite (or empty) as
+# possibly ending in a partial batch: inside a graph, the Optional from
+# get_next_as_optional -- and so the value a `for` loop over the dataset
+# sees -- has an unknown batch dimension, even with drop_remainder=True.
+# Known-infinite input keeps the static batch dimension.
+
+def _strategies(kind):
+  if kind == "one_device":
+    return (distribute_v2.OneDeviceStrategy("/cpu:0"),
+            tf.distribute.OneDeviceStrategy("/cpu:0"))
+  devices = ["/cpu:0", "/cpu:1"]
+  return (distribute_v2.experimental.CentralStorageStrategy(devices),
+          tf.distribute.experimental.CentralStorageStrategy(devices))
+
+
+def _features(repeat, ragged=False):
+  data = {"feature": tf.ones([8, 10]), "label": tf.ones([8])}
+  if ragged:
+    lengths = [i % 3 for i in range(8)]
+    data["ragged"] = tf.RaggedTensor.from_row_lengths(
+        tf.ones([sum(lengths)]), lengths)
+    data["sparse"] = tf.sparse.from_dense(tf.eye(8))
+  dataset = tf.data.Dataset.from_tensor_slices(data).batch(
+      8, drop_remainder=True)
+  return dataset.repeat() if repeat else dataset
+
+
+def _local_shapes(strategy, value):
+  return [[v.shape.as_list() for v in strategy.experimental_local_results(x)]
+          for x in tf.nest.flatten(value)]
+
+
+@pytest.mark.parametrize("kind", ["one_device", "central_storage"])
+def test_for_loop_over_finite_dataset_sees_unknown_batch_dim(kind):
+  def shapes_in_loop(strategy):
+    dist = strategy.experimental_distribute_dataset(_features(repeat=False))
+    shapes = []
+
+    @tf.function
+    def loop():
+      for batch in dist:
+        shapes.append(_local_shapes(strategy, batch))
+
+    loop()
+    return shapes
+
+  ours, native = [shapes_in_loop(s) for s in _strategies(kind)]
+  n = 1 if kind == "one_device" else 2
+  assert native == [[[[None, 10]] * n, [[None]] * n]]
+  assert ours == native
+
+
+def _plain(spec):
+  """Per-replica specs as a tuple of replica specs (ours and TensorFlow's
+  PerReplicaSpec are different classes)."""
+  def leaf(s):
+    return tuple(getattr(s, "_value_specs", (s,)))  # pylint: disable=protected-access
+  return tf.nest.map_structure(leaf, spec)
+
+
+def _optional_spec(dist):
+  """element_spec of get_next_as_optional() on an iterator of ``dist``
+  passed to a tf.function."""
+  box = []
+
+  @tf.function
+  def read(iterator):
+    box.append(iterator.get_next_as_optional().element_spec)
+
+  read(iter(dist))
+  return box[0]
+
+
+@pytest.mark.parametrize("kind", ["one_device", "central_storage"])
+@pytest.mark.parametrize("source", ["dataset", "dataset_fn"])
+@pytest.mark.parametrize("repeat", [False, True])
+def test_optional_element_spec_in_tf_function_matches_native(kind, source,
+                                                             repeat):
+  specs = []
+  for strategy in _strategies(kind):
+    if source == "dataset":
+      dist = strategy.experimental_distribute_dataset(
+          _features(repeat, ragged=True))
+    else:
+      dist = strategy.distribute_datasets_from_function(
+          lambda ctx: _features(repeat, ragged=True))
+    specs.append(_optional_spec(dist))
+  ours, native = [_plain(spec) for spec in specs]
+  assert ours == native
+  feature_specs = native["feature"]
+  # Known-infinite input keeps the static batch dimension; finite input
+  # gets an unknown one.
+  # (A dataset's batches are split over the replicas; each element of a
+  # dataset_fn's dataset goes whole to one replica.)
+  per_replica = 8 // len(feature_specs) if source == "dataset" else 8
+  assert feature_specs[0].shape[0] == (per_replica if repeat else None)
+
+
+def test_infinite_iterator_keeps_static_batch_when_passed_to_tf_function():
+  strategy = distribute_v2.OneDeviceStrategy("/cpu:0")
+  iterator = iter(strategy.experimental_distribute_dataset(
+      _features(repeat=True)))
+  box = []
+
+  @tf.function
+  def read(it):
+    value = it.get_next_as_optional().get_value()
+    box.append(value["feature"].shape.as_list())
+    return value["label"]
+
+  assert read(iterator).numpy().tolist() == [1.0] * 8
+  assert box == [[8, 10]]

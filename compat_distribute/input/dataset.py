@@ -65,8 +65,10 @@ class DistributedDataset(tf.distribute.DistributedDataset, _CompositeTensor,
           "in your session.")
     with tf.device(self._layout.host):
       host_iterator = iter(self._host)
+    static_batch = self._cardinality in (tf.data.INFINITE_CARDINALITY, 0)
     return iterator_lib.DistributedIterator(self._layout, host_iterator,
-                                            self._host.element_spec)
+                                            self._host.element_spec,
+                                            static_batch=bool(static_batch))
 
   def make_initializable_iterator(self) -> iterator_v1.InputIterator:
     """A v1 input iterator over this dataset, as TensorFlow's v1

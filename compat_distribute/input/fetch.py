@@ -87,7 +87,8 @@ def _value_or_dummy(opt: Any, host_spec: Any) -> Any:
 
 def next_optional(layout: layout_lib.Layout,
                   get_next_as_optional: Callable[[], Any],
-                  host_spec: Any) -> Any:
+                  host_spec: Any, relax_batch: bool = False,
+                  static_batch: bool = False) -> Any:
   """The next step's input as a ``tf.experimental.Optional``.
 
   Args:
@@ -95,21 +96,35 @@ def next_optional(layout: layout_lib.Layout,
     get_next_as_optional: reads the host iterator's next element as an
       Optional.
     host_spec: the host dataset's element spec.
+    relax_batch: in a graph, give the Optional's ``element_spec`` an
+      unknown batch dimension (``layout_lib.batch_relaxed``), as TensorFlow
+      does for input not known to be infinite or empty: a later element
+      may be a partial batch.
+    static_batch: the input is known to be infinite or empty, so it has no
+      partial ``"stream"`` round: read one without empty stand-ins (whose
+      ``tf.cond`` would make the batch dimension unknown).
   """
   spec = layout.element_spec(host_spec)
+  if relax_batch and not tf.executing_eagerly():
+    spec = layout.element_spec(layout_lib.batch_relaxed(host_spec))
   get_next_as_optional = _on_host(layout, get_next_as_optional)
   if layout.kind == "stream":
     optionals = _read_stream(get_next_as_optional, layout.num_replicas)
     has_value = optionals[0].has_value()
 
     def value() -> Any:
+      if static_batch:
+        return _placed(layout, [o.get_value() for o in optionals])
       return _placed(layout, [_value_or_dummy(o, host_spec)
                               for o in optionals])
   else:
     opt = get_next_as_optional()
     if (layout.kind == "whole" and all(t is None for t in layout.targets)
         and not tf.executing_eagerly()):
-      return opt
+      if not relax_batch:
+        return opt
+      return tf.cond(opt.has_value(), lambda: opt,
+                     lambda: Optional.empty(spec))
     # Eagerly TensorFlow rebuilds a full Optional from the value, so its
     # element_spec has the value's static shapes; so do we.
     has_value = opt.has_value()

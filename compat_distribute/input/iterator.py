@@ -48,10 +48,14 @@ class DistributedIterator(tf.distribute.DistributedIterator, _CompositeTensor):
   """
 
   def __init__(self, layout: layout_lib.Layout, host_iterator: Any,  # pylint: disable=super-init-not-called
-               host_spec: Any) -> None:
+               host_spec: Any, static_batch: bool = False) -> None:
     self._layout = layout
     self._host = host_iterator
     self._host_spec = host_spec
+    # Input known to be infinite or empty never yields a partial batch:
+    # inside a graph, get_next_as_optional then keeps the static batch
+    # dimension, as TensorFlow does.
+    self._static_batch = bool(static_batch)
     self._reader = fast_path.EagerReader.create(layout, host_iterator,
                                                 host_spec)
 
@@ -95,7 +99,9 @@ class DistributedIterator(tf.distribute.DistributedIterator, _CompositeTensor):
     if self._layout.num_replicas > 1:
       check_cross_replica("DistributedIterator.get_next_as_optional")
     return fetch.next_optional(self._layout, self._host.get_next_as_optional,
-                               self._host_spec)
+                               self._host_spec,
+                               relax_batch=not self._static_batch,
+                               static_batch=self._static_batch)
 
   @property
   def element_spec(self) -> Any:
@@ -108,14 +114,23 @@ class DistributedIterator(tf.distribute.DistributedIterator, _CompositeTensor):
     spec = self.__dict__.get("_spec")
     if spec is None:
       spec = self._spec = DistributedIteratorSpec(self._layout.as_tuple(),
-                                                  self._host_spec)
+                                                  self._host_spec,
+                                                  self._static_batch)
     return spec
 
 
 class DistributedIteratorSpec(layout_lib.HostBackedSpec):
   """``TypeSpec`` of ``DistributedIterator``: layout plus host element spec."""
 
-  __slots__ = ()
+  __slots__ = ("_static_batch",)
+
+  def __init__(self, layout_tuple: tuple[Any, ...], host_spec: Any,
+               static_batch: bool = False) -> None:
+    super().__init__(layout_tuple, host_spec)
+    self._static_batch = bool(static_batch)
+
+  def _serialize(self) -> tuple[Any, ...]:
+    return (self._layout_tuple, self._host_spec, self._static_batch)
 
   @property
   def value_type(self) -> type:
@@ -127,7 +142,7 @@ class DistributedIteratorSpec(layout_lib.HostBackedSpec):
 
   def _from_components(self, components: Any) -> DistributedIterator:
     return DistributedIterator(self._layout(), components,
-                               self._host_spec)
+                               self._host_spec, self._static_batch)
 
 
 layout_lib.forbid_enumerate_in_tf_function(DistributedIterator)

@@ -146,6 +146,37 @@ def dummy(spec: Any) -> Any:
   return tf.nest.map_structure(make, spec)
 
 
+def batch_relaxed(spec: Any) -> Any:
+  """``spec`` with the batch dimension unknown wherever an empty value
+  (``dummy``) would have a different one: the spec a value has after a
+  graph-mode choice between a real element and an empty one.
+
+  >>> batch_relaxed(tf.TensorSpec([8, 3], tf.float32))
+  TensorSpec(shape=(None, 3), dtype=tf.float32, name=None)
+  >>> batch_relaxed(tf.TensorSpec([8, None], tf.float32)).shape
+  TensorShape([8, None])
+  """
+  def relax(s: Any) -> Any:
+    shape = getattr(s, "shape", None)
+    if shape is None or shape.rank is None or shape.rank == 0:
+      return s
+    if isinstance(s, tf.RaggedTensorSpec):
+      dims = shape.as_list()
+      if None in dims[:1] + dims[1 + s.ragged_rank:]:
+        return s
+      return tf.RaggedTensorSpec([None] + dims[1:], s.dtype, s.ragged_rank,
+                                 s.row_splits_dtype)
+    if not shape.is_fully_defined():
+      return s
+    relaxed = [None] + shape.as_list()[1:]
+    if isinstance(s, tf.SparseTensorSpec):
+      return tf.SparseTensorSpec(relaxed, s.dtype)
+    if isinstance(s, tf.TensorSpec):
+      return tf.TensorSpec(relaxed, s.dtype, s.name)
+    return s
+  return tf.nest.map_structure(relax, spec)
+
+
 class HostBackedSpec(tf.TypeSpec):
   """Shared ``TypeSpec`` of distributed datasets and iterators.
 
