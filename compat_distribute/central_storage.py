@@ -128,6 +128,11 @@ class CentralStorageExtended(extended_lib.Extended):
 
   # -- variables ------------------------------------------------------------
 
+  def _allows_partitioned_variables(self) -> bool:
+    """Partitioners are honoured while building a graph, not eagerly (as in
+    TensorFlow)."""
+    return not tf.executing_eagerly()
+
   def _create_variable(self, next_creator: Callable[..., Any],
                        **kwargs: Any) -> Any:
     def create():

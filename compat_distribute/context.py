@@ -71,15 +71,20 @@ def current_mode() -> Optional[ThreadMode]:
   return stack[-1] if stack else None
 
 
-def enter_scope(strategy: Any) -> Optional[list[Any]]:
+def enter_scope(strategy: Any,
+                variable_getter: bool = True) -> Optional[list[Any]]:
   """Enters ``strategy``'s scope (see ``StrategyScope``) on the calling
   thread; returns the token ``exit_scope`` takes.
 
   Makes ``strategy`` current in cross-replica context, installs its
   variable creator (as ``tf.variable_creator_scope`` would) and, if it has
-  one, its default device.  The token is None when ``strategy`` was already
-  current in cross-replica context (nothing to undo).  ``strategy.run``
-  calls this directly: it is the cheap core of ``strategy.scope()``.
+  one, its default device.  With ``variable_getter`` it also enters a
+  ``tf.compat.v1.variable_scope`` whose custom getter drops
+  ``tf.compat.v1.get_variable``'s ``partitioner`` where the strategy does
+  not allow partitioned variables (TensorFlow's rule).  The token is None
+  when ``strategy`` was already current in cross-replica context (nothing
+  to undo).  ``strategy.run`` calls this directly: it is the cheap core of
+  ``strategy.scope()``.
 
   Raises:
     RuntimeError: another strategy is current, or ``strategy`` is in
@@ -113,13 +118,22 @@ def enter_scope(strategy: Any) -> Optional[list[Any]]:
       if extended._default_device:  # pylint: disable=protected-access
         device_scope = tf.device(extended._default_device)  # pylint: disable=protected-access
         device_scope.__enter__()
+      var_scope = None
+      if variable_getter:
+        var_scope = tf.compat.v1.variable_scope(
+            tf.compat.v1.get_variable_scope(),
+            custom_getter=extended._partition_getter,  # pylint: disable=protected-access
+            auxiliary_name_scope=False)
+        var_scope.__enter__()
     except BaseException:
+      if device_scope is not None:
+        device_scope.__exit__(None, None, None)
       _tf_private.pop_variable_creator(graph, creators)
       raise
   except BaseException:
     _pop_from(stack, mode)
     raise
-  return [graph, mode, creators, device_scope]
+  return [graph, mode, creators, device_scope, var_scope]
 
 
 def exit_scope(token: Optional[list[Any]], finish_all: bool = True) -> None:
@@ -136,8 +150,22 @@ def exit_scope(token: Optional[list[Any]], finish_all: bool = True) -> None:
   """
   if token is None:
     return
-  graph, mode, creators, device_scope = token[:4]
+  graph, mode, creators, device_scope, var_scope = token[:5]
   error = None
+  if len(token) > 5 and token[5] is not None:
+    if tf.compat.v1.get_variable_scope() is not token[5]:
+      error = _nesting_error("Variable", "tf.compat.v1.variable_scope")
+      if not finish_all:
+        raise error
+    token[5] = None
+  if var_scope is not None and error is None:
+    try:
+      var_scope.__exit__(None, None, None)
+      token[4] = None
+    except Exception as e:  # pylint: disable=broad-except
+      error = _nesting_error("Variable", "tf.compat.v1.variable_scope")
+      if not finish_all:
+        raise error from e
   if device_scope is not None:
     try:
       device_scope.__exit__(None, None, None)
@@ -155,13 +183,6 @@ def exit_scope(token: Optional[list[Any]], finish_all: bool = True) -> None:
           "Variable creator", "tf.variable_creator_scope")
       if not finish_all:
         raise error from e
-  if len(token) > 4 and token[4] is not None:
-    if tf.compat.v1.get_variable_scope() is not token[4]:
-      error = error or _nesting_error(
-          "Variable", "tf.compat.v1.variable_scope")
-      if not finish_all:
-        raise error
-    token[4] = None
   try:
     _pop_from(_tf_private.strategy_stack_of(graph), mode)
   except Exception as e:  # pylint: disable=broad-except

@@ -19,6 +19,19 @@ from compat_distribute import values as values_lib
 from compat_distribute.replica_context import ReplicaContext
 
 
+_partitioner_warned = False
+
+
+def _warn_partitioner_dropped() -> None:
+  global _partitioner_warned
+  if not _partitioner_warned:
+    _partitioner_warned = True
+    tf.get_logger().warning(
+        "Partitioned variables are disabled when using the current "
+        "tf.distribute.Strategy: the partitioner is ignored and one whole "
+        "variable is created.")
+
+
 class Extended(tf.compat.v1.distribute.StrategyExtended):
   """Shared machinery of our strategies' ``strategy.extended``."""
 
@@ -55,6 +68,23 @@ class Extended(tf.compat.v1.distribute.StrategyExtended):
     raise NotImplementedError
 
   # -- shared defaults ------------------------------------------------------
+
+  def _allows_partitioned_variables(self) -> bool:
+    """Whether ``tf.compat.v1.get_variable`` may split a variable with its
+    ``partitioner`` in this strategy's scope (TensorFlow: never for
+    ``OneDeviceStrategy``)."""
+    return False
+
+  def _partition_getter(self, getter: Callable[..., Any], *args: Any,
+                        **kwargs: Any) -> Any:
+    """The custom getter of the strategy's variable scope: drops the
+    ``partitioner`` (with a warning, once) where partitioning is not
+    allowed, so one whole variable is made, as in TensorFlow."""
+    if (kwargs.get("partitioner") is not None and
+        not self._allows_partitioned_variables()):
+      kwargs["partitioner"] = None
+      _warn_partitioner_dropped()
+    return getter(*args, **kwargs)
 
   def _container_strategy(self) -> Any:
     return self._container_strategy_weakref()

@@ -113,9 +113,12 @@ class StrategyMethods:
           f"run takes `kwargs` as a dict, got {type(kwargs).__name__}: "
           f"{kwargs!r}.")
     # strategy.scope() without its context-manager object (the hot path).
-    token = context.enter_scope(self)
+    # Eagerly, the partitioner-dropping variable getter is left out (it costs
+    # several microseconds per step); `with strategy.scope():` installs it.
+    eager = _executing_eagerly()
+    token = context.enter_scope(self, variable_getter=not eager)
     try:
-      if not _executing_eagerly():
+      if not eager:
         # While tracing, let AutoGraph convert `fn` as the caller's setting
         # says; eager callers run `fn` as written.
         fn = _autograph.tf_convert(fn, _autograph.control_status_ctx(),
