@@ -18,6 +18,7 @@ import tensorflow as tf
 from compat_distribute import _tf_private
 from compat_distribute import context
 from compat_distribute import reduce as reduce_lib
+from compat_distribute import variables as variables_lib
 
 _autograph = tf.__internal__.autograph
 
@@ -172,7 +173,11 @@ class ReplicaContext(tf.distribute.ReplicaContext,
       ys = self.merge_call(merge_fn, args=xs)
       return ys, lambda *dys: self.all_reduce(reduce_op, list(dys))
 
-    reduced = reduce_with_gradient(*flat)
+    # tf.custom_gradient rejects a variable read inside it unless that very
+    # object is an input: a CentralStorage wrapper goes in as its variable.
+    reduced = reduce_with_gradient(*[
+        v.get() if isinstance(v, variables_lib.AggregatingVariable) else v
+        for v in flat])
     return reduced[0] if single else tf.nest.pack_sequence_as(value, reduced)
 
   def _all_gather(self, value: Any, axis: int) -> Any:
