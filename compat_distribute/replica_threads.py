@@ -137,6 +137,11 @@ class _Run:
     self.merge_results: list[Any] = [None] * self.n
     self.shared_variables: dict[str, list[Any]] = {}
     self.variable_counts: list[dict[str, int]] = [{} for _ in range(self.n)]
+    # Creators installed innermost around each replica's ``fn``; ``sharing``
+    # is set while replica 0's creates a variable (the strategy's creator,
+    # beneath it, then need not share again).
+    self.creators = [self._sharing_creator(i) for i in range(self.n)]
+    self.sharing = False
 
   def fail(self, error: BaseException) -> BaseException:
     """Records the run's first error; returns ``error``."""
@@ -178,11 +183,43 @@ class _Run:
     kwargs = values_lib.select_replica(i, self.kwargs)
     with _device(self.devices[i]), self.contexts[i]:
       if i == 0 or self.eager:
-        return self.fn(*args, **kwargs)
+        return self.call_fn(i, args, kwargs)
       with tf.name_scope(_replica_scope(self.graph.get_name_scope(), i)), \
           tf.compat.v1.variable_scope(tf.compat.v1.get_variable_scope(),
                                       reuse=True):
-        return self.fn(*args, **kwargs)
+        return self.call_fn(i, args, kwargs)
+
+  def call_fn(self, i: int, args: tuple, kwargs: dict) -> Any:
+    """Calls ``fn`` for replica ``i`` under the variable-sharing creator,
+    innermost (above any creator entered around ``run`` or inside the
+    strategy's scope), as TensorFlow does: so replica ``i`` > 0 gets replica
+    0's variable without the creators beneath being called again."""
+    graph = _get_default_graph()
+    token = _tf_private.push_variable_creator(graph, self.creators[i])
+    try:
+      return self.fn(*args, **kwargs)
+    finally:
+      _tf_private.pop_variable_creator(graph, token)
+
+  def _sharing_creator(self, i: int) -> Callable[..., Any]:
+    replica_context = self.contexts[i]
+
+    def creator(next_creator, **kwargs):
+      mode = context.current_mode()
+      if mode is None or mode.replica_context is not replica_context:
+        return next_creator(**kwargs)  # e.g. in merge_fn: not shared
+      name = kwargs.get("name")
+      if i > 0:
+        return self.shared_variable(i, name, None)
+
+      def create():
+        outer, self.sharing = self.sharing, True
+        try:
+          return next_creator(**kwargs)
+        finally:
+          self.sharing = outer
+      return self.shared_variable(0, name, create)
+    return creator
 
   def advance(self, i: int) -> None:
     """Lets replica ``i`` (on its worker) run to its next pause or end."""
@@ -292,11 +329,11 @@ class _Run:
         kwargs = values_lib.select_replica(i, self.kwargs)
         with _device(self.devices[i]), self.contexts[i]:
           if self.eager:
-            self.results[i] = self.fn(*args, **kwargs)
+            self.results[i] = self.call_fn(i, args, kwargs)
           else:
             with tf.name_scope(_replica_scope(caller.name_scope, i)), \
                 tf.compat.v1.variable_scope(caller.var_scope, reuse=True):
-              self.results[i] = self.fn(*args, **kwargs)
+              self.results[i] = self.call_fn(i, args, kwargs)
     except _Aborted:
       pass
     except BaseException as e:  # pylint: disable=broad-except
@@ -307,7 +344,7 @@ class _Run:
   # -- variables created inside the replica function --------------------------
 
   def shared_variable(self, replica_id: int, name: Optional[str],
-                      create: Callable[[], Any]) -> Any:
+                      create: Optional[Callable[[], Any]]) -> Any:
     """Replica 0 creates; replica ``i`` > 0 gets replica 0's variable of the
     same (de-uniquified) name, in creation order."""
     key = _canonical_variable_name(name)
@@ -338,7 +375,7 @@ def shared_variable(name: Optional[str], create: Callable[[], Any]) -> Any:
   """
   mode = context.current_mode()
   ctx = mode.replica_context if mode is not None else None
-  if not isinstance(ctx, MultiReplicaContext):
+  if not isinstance(ctx, MultiReplicaContext) or ctx._run.sharing:  # pylint: disable=protected-access
     return create()
   return ctx._run.shared_variable(ctx._replica_id_in_sync_group, name, create)  # pylint: disable=protected-access
 

@@ -1,0 +1,170 @@
+"""TensorFlow's other public APIs behave under our strategies as under native.
+
+Each test runs the same program under a native strategy and ours and
+compares what a user sees.
+"""
+import pytest
+import tensorflow as tf
+
+from compat_distribute import v2 as distribute
+
+_STRATEGIES = {
+    "one_device": (lambda: tf.distribute.OneDeviceStrategy("/cpu:0"),
+                   lambda: distribute.OneDeviceStrategy("/cpu:0")),
+    "central_1": (
+        lambda: tf.distribute.experimental.CentralStorageStrategy(["/cpu:0"]),
+        lambda: distribute.experimental.CentralStorageStrategy(["/cpu:0"])),
+    "central_2": (
+        lambda: tf.distribute.experimental.CentralStorageStrategy(
+            ["/cpu:0", "/cpu:1"]),
+        lambda: distribute.experimental.CentralStorageStrategy(
+            ["/cpu:0", "/cpu:1"])),
+}
+
+
+def _both(kind):
+  make_native, make_ours = _STRATEGIES[kind]
+  return make_native(), make_ours()
+
+
+def _numpy(structure):
+  return tf.nest.map_structure(
+      lambda x: x.numpy().tolist() if tf.is_tensor(x) else x, structure)
+
+
+def _creator_calls(strategy, use_function):
+  """Names a creator entered inside the scope sees, creating one variable in
+  the scope and one inside ``run``."""
+  seen = []
+
+  def creator(next_creator, **kwargs):
+    seen.append(kwargs.get("name"))
+    return next_creator(**kwargs)
+
+  made = []
+
+  def replica_fn():
+    if len(made) < strategy.num_replicas_in_sync:
+      made.append(tf.Variable(2.0, name="in_run"))
+    return made[-1].read_value()
+
+  call = lambda: strategy.run(replica_fn)
+  if use_function:
+    call = tf.function(call)
+  with strategy.scope(), tf.variable_creator_scope(creator):
+    tf.Variable(1.0, name="in_scope")
+    result = call()
+  shared = len({id(v) for v in made})
+  return sorted(seen), shared, _numpy(
+      strategy.experimental_local_results(result))
+
+
+@pytest.mark.parametrize("kind", sorted(_STRATEGIES))
+@pytest.mark.parametrize("use_function", [False, True])
+def test_creator_inside_scope_called_once_per_variable(kind, use_function):
+  # The variable-sharing creator of a multi-replica run is innermost, so a
+  # creator entered inside the scope sees a variable made in `run` once,
+  # not once per replica.
+  native, ours = _both(kind)
+  expected = _creator_calls(native, use_function)
+  assert _creator_calls(ours, use_function) == expected
+  assert expected[0] == ["in_run", "in_scope"]
+
+
+def _creators_in_run_and_merge(strategy):
+  seen = []
+
+  def creator(next_creator, **kwargs):
+    seen.append((kwargs.get("name"), tf.distribute.in_cross_replica_context()))
+    return next_creator(**kwargs)
+
+  def replica_fn():
+    v = tf.Variable(1.0, name="replica")
+    tf.distribute.get_replica_context().merge_call(
+        lambda _: tf.Variable(3.0, name="merged"))
+    with tf.variable_creator_scope(creator):
+      tf.Variable(1.0, name="inner")  # entered in fn: every replica
+    return v.read_value()
+
+  with strategy.scope(), tf.variable_creator_scope(creator):
+    strategy.run(replica_fn)
+  return sorted(seen)
+
+
+@pytest.mark.parametrize("kind", sorted(_STRATEGIES))
+def test_creators_in_merge_fn_and_in_the_replica_function(kind):
+  native, ours = _both(kind)
+  assert _creators_in_run_and_merge(ours) == _creators_in_run_and_merge(
+      native)
+
+
+def _losses(strategy, use_function):
+  def replica_fn():
+    x = tf.constant([1.0, 2.0, 3.0, 4.0])
+    return (tf.nn.compute_average_loss(x),
+            tf.nn.compute_average_loss(x, global_batch_size=8),
+            tf.nn.compute_average_loss(
+                x, sample_weight=tf.constant([1.0, 0.0, 1.0, 0.0])),
+            tf.nn.scale_regularization_loss(tf.constant(2.0)))
+  call = lambda: strategy.run(replica_fn)
+  if use_function:
+    call = tf.function(call)
+  return _numpy([strategy.experimental_local_results(r) for r in call()])
+
+
+@pytest.mark.parametrize("kind", sorted(_STRATEGIES))
+@pytest.mark.parametrize("use_function", [False, True])
+def test_loss_scaling_matches_native(kind, use_function):
+  native, ours = _both(kind)
+  assert _losses(ours, use_function) == _losses(native, use_function)
+  with ours.scope(), pytest.raises(RuntimeError, match="cross replica"):
+    tf.nn.compute_average_loss(tf.constant([1.0]))
+
+
+def _generator_draws(strategy):
+  with strategy.scope():
+    generator = tf.random.Generator.from_seed(1)
+    split = generator.split(2)
+  replica_fn = lambda: (generator.normal([2]), split[0].uniform([1]))
+  eager = strategy.run(replica_fn)
+  traced = tf.function(lambda: strategy.run(replica_fn))()
+  return _numpy([strategy.experimental_local_results(r)
+                 for r in list(eager) + list(traced)])
+
+
+@pytest.mark.parametrize("kind", sorted(_STRATEGIES))
+def test_random_generator_under_scope_matches_native(kind):
+  native, ours = _both(kind)
+  assert _generator_draws(ours) == _generator_draws(native)
+
+
+def _contexts(strategy):
+  seen = []
+
+  def replica_fn():
+    seen.append(("replica", tf.distribute.in_cross_replica_context(),
+                 tf.distribute.get_strategy() is strategy,
+                 tf.__internal__.distribute.strategy_supports_no_merge_call()))
+
+    def merge_fn(s):
+      seen.append(("merge", tf.distribute.get_replica_context() is None,
+                   tf.distribute.in_cross_replica_context(), s is strategy))
+      return 1
+    return tf.__internal__.distribute.interim.maybe_merge_call(
+        merge_fn, strategy)
+
+  tf.function(lambda: strategy.run(replica_fn))()
+  strategy.run(replica_fn)
+  tf.distribute.experimental_set_strategy(strategy)
+  try:
+    seen.append(("set", tf.distribute.get_strategy() is strategy,
+                 tf.distribute.in_cross_replica_context()))
+  finally:
+    tf.distribute.experimental_set_strategy(None)
+  return sorted(seen)
+
+
+@pytest.mark.parametrize("kind", sorted(_STRATEGIES))
+def test_context_queries_match_native(kind):
+  native, ours = _both(kind)
+  assert _contexts(ours) == _contexts(native)
