@@ -94,6 +94,12 @@ def _describe(value):
   return value
 
 
+def _sparse_read_gradient(v):
+  with tf.GradientTape() as tape:
+    y = tf.reduce_sum(v.sparse_read([0, 2]) * [2.0, 3.0])
+  return tape.gradient(y, v)
+
+
 CHECKS = {
     "scatter_nd": lambda v: [v.scatter_nd_add([[1]], [5.0]),
                              v.scatter_nd_sub([[0]], [1.0]),
@@ -112,16 +118,11 @@ CHECKS = {
                                     tf.convert_to_tensor(v, dtype=tf.float32),
                                     v.assign_add([1.0, 1.0, 1.0],
                                                  use_locking=True)],
-    "operators": lambda v: [tf.linalg.matvec(tf.ones([2, 3]), v), -v, abs(-v), v ** 2, 2.0 ** v, v[1:], v < 2.0,
+    "operators": lambda v: [tf.linalg.matvec(tf.ones([2, 3]), v), -v,
+                            abs(-v), v ** 2, 2.0 ** v, v[1:], v < 2.0,
                             v == [1.0, 2.0, 3.0], v != v],
-    "sparse_read_gradient": lambda v: _sparse_read_gradient(v),
+    "sparse_read_gradient": _sparse_read_gradient,
 }
-
-
-def _sparse_read_gradient(v):
-  with tf.GradientTape() as tape:
-    y = tf.reduce_sum(v.sparse_read([0, 2]) * [2.0, 3.0])
-  return tape.gradient(y, v)
 
 
 @pytest.mark.parametrize("kind", sorted(PAIRS))
