@@ -142,6 +142,14 @@ class CentralStorageExtended(extended_lib.Extended):
       return create()
     return replica_threads.shared_variable(kwargs.get("name"), create)
 
+  def _call_for_each_replica(self, fn: Callable[..., Any], args: Any,
+                             kwargs: Any) -> Any:
+    if len(self._compute_devices) > 1:
+      return super()._call_for_each_replica(fn, args, kwargs)
+    return replica_threads.keeping_summary_state(
+        lambda: super(CentralStorageExtended, self)._call_for_each_replica(
+            fn, args, kwargs))
+
   # -- reduction ------------------------------------------------------------
 
   def _reduce_to(self, reduce_op: Any, value: Any, destinations: Any,

@@ -168,3 +168,38 @@ def _contexts(strategy):
 def test_context_queries_match_native(kind):
   native, ours = _both(kind)
   assert _contexts(ours) == _contexts(native)
+
+
+def _summary_state_after_run(strategy, logdir, use_function):
+  writer = tf.summary.create_file_writer(logdir)
+
+  def replica_fn():
+    tf.summary.experimental.set_step(42)
+    writer.set_as_default()
+    return tf.constant(0)
+
+  call = lambda: strategy.run(replica_fn)
+  if use_function:
+    call = tf.function(call)
+  tf.summary.experimental.set_step(5)
+  try:
+    call()
+    step = tf.summary.experimental.get_step()
+    return int(step), bool(tf.summary.should_record_summaries())
+  finally:
+    tf.summary.experimental.set_step(None)
+    tf.summary.create_noop_writer().set_as_default()
+
+
+@pytest.mark.parametrize("kind", sorted(_STRATEGIES))
+@pytest.mark.parametrize("use_function", [False, True])
+def test_summary_state_set_in_a_replica_stays_there(kind, use_function,
+                                                    tmp_path):
+  # Native CentralStorage replicas run on threads of their own, so the
+  # caller's step and writer are untouched; OneDevice runs fn directly.
+  native, ours = _both(kind)
+  expected = _summary_state_after_run(native, str(tmp_path / "n"),
+                                      use_function)
+  got = _summary_state_after_run(ours, str(tmp_path / "o"), use_function)
+  assert got == expected
+  assert expected[0] == (42 if kind == "one_device" else 5)
