@@ -135,8 +135,21 @@ class Extended(tf.compat.v1.distribute.StrategyExtended):
 
   def colocate_vars_with(self, colocate_with_variable: Any) -> Any:
     """A scope in which new variables are placed like
-    ``colocate_with_variable``."""
+    ``colocate_with_variable``.
+
+    Raises:
+      ValueError: ``colocate_with_variable`` was not created in this
+        strategy's ``scope()`` (TensorFlow's rule).
+    """
     context.require_scope(self._container_strategy(), "colocate_vars_with")
+    if not self.variable_created_in_scope(colocate_with_variable):
+      raise ValueError(
+          "`colocate_vars_with` must only be passed a variable created in "
+          f"this strategy's scope(), got {colocate_with_variable!r} (created "
+          "in the scope of "
+          f"{getattr(colocate_with_variable, '_distribute_strategy', None)!r})."
+          " Create that variable inside `strategy.scope()` first, or create "
+          "the new variable without colocate_vars_with.")
 
     def creator(next_creator, **kwargs):
       kwargs["colocate_with"] = colocate_with_variable

@@ -158,3 +158,42 @@ def test_module_tracking_and_creation_options_as_native(kind):
 
   ours, native = both(kind, program)
   assert ours == native
+
+
+# -- colocate_vars_with -------------------------------------------------------
+
+@pytest.mark.parametrize("kind", sorted(PAIRS))
+@pytest.mark.parametrize("source", ["no_scope", "other_strategy", "keras",
+                                    "same_scope"])
+def test_colocate_vars_with_only_this_strategys_variables(kind, source):
+  # TensorFlow raises ValueError unless the variable was made in this very
+  # strategy's scope.
+  def program(strategy):
+    if source == "no_scope":
+      anchor = tf.Variable(1.0)
+    elif source == "other_strategy":
+      other = type(strategy)(**_constructor_kwargs(kind))
+      with other.scope():
+        anchor = tf.Variable(1.0)
+    else:
+      import keras  # pylint: disable=g-import-not-at-top
+      with strategy.scope():
+        anchor = (keras.Variable(1.0) if source == "keras" else
+                  tf.Variable(1.0))
+    try:
+      with strategy.scope():
+        with strategy.extended.colocate_vars_with(anchor):
+          made = tf.Variable(2.0)
+      return made.device
+    except ValueError:
+      return "ValueError"
+
+  ours, native = both(kind, program)
+  assert ours == native
+  assert (ours == "ValueError") == (source != "same_scope")
+
+
+def _constructor_kwargs(kind):
+  if kind == "one_device":
+    return {"device": "/cpu:0"}
+  return {"compute_devices": ["/cpu:0", "/cpu:1"]}
