@@ -3,6 +3,8 @@
 Each test runs the same program under a native strategy and ours and
 compares what a user sees.
 """
+import concurrent.futures
+
 import pytest
 import tensorflow as tf
 
@@ -181,14 +183,17 @@ def _summary_state_after_run(strategy, logdir, use_function):
   call = lambda: strategy.run(replica_fn)
   if use_function:
     call = tf.function(call)
-  tf.summary.experimental.set_step(5)
-  try:
+  def program():
+    tf.summary.experimental.set_step(5)
     call()
     step = tf.summary.experimental.get_step()
     return int(step), bool(tf.summary.should_record_summaries())
-  finally:
-    tf.summary.experimental.set_step(None)
-    tf.summary.create_noop_writer().set_as_default()
+
+  # Summary state is per thread and TF offers no public way to unset a
+  # default writer: run on a thread of its own so nothing leaks into the
+  # tests that follow (OneDevice leaks the replica's writer, as TF's does).
+  with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+    return pool.submit(program).result()
 
 
 @pytest.mark.parametrize("kind", sorted(_STRATEGIES))
