@@ -37,6 +37,7 @@ from compat_distribute import cross_device
 from compat_distribute import devices as devices_lib
 from compat_distribute import extended as extended_lib
 from compat_distribute import replica_threads
+from compat_distribute import replica_workers
 from compat_distribute import strategy as strategy_lib
 from compat_distribute import values as values_lib
 from compat_distribute import variables as variables_lib
@@ -146,7 +147,7 @@ class CentralStorageExtended(extended_lib.Extended):
                              kwargs: Any) -> Any:
     if len(self._compute_devices) > 1:
       return super()._call_for_each_replica(fn, args, kwargs)
-    return replica_threads.keeping_summary_state(
+    return replica_workers.keeping_summary_state(
         lambda: super(CentralStorageExtended, self)._call_for_each_replica(
             fn, args, kwargs))
 

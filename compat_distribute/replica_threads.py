@@ -155,7 +155,7 @@ class _Run:
   # -- the calling thread -----------------------------------------------------
 
   def execute(self) -> list[Any]:
-    return keeping_summary_state(self._execute)
+    return workers_lib.keeping_summary_state(self._execute)
 
   def _execute(self) -> list[Any]:
     try:
@@ -367,23 +367,6 @@ class _Run:
           "to avoid this.")
     counts[key] = index + 1
     return created[index]
-
-
-def keeping_summary_state(call: Callable[[], Any]) -> Any:
-  """Returns ``call()``, then puts back the calling thread's summary
-  writer, step and recording condition.
-
-  TensorFlow runs every replica of a CentralStorageStrategy (even a single
-  one) on a thread of its own, so a replica's
-  ``tf.summary.experimental.set_step`` or ``writer.set_as_default()`` never
-  reaches the caller; ours run replica 0 on the calling thread.
-  """
-  state = _tf_private.summary_state()
-  saved = (state.writer, state.step, state.is_recording)
-  try:
-    return call()
-  finally:
-    state.writer, state.step, state.is_recording = saved
 
 
 def shared_variable(name: Optional[str], create: Callable[[], Any]) -> Any:

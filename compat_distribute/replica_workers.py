@@ -99,6 +99,39 @@ def give_back(workers: list[Worker]) -> None:
     _idle_workers.extend(workers)
 
 
+def summary_snapshot() -> tuple[Any, Any, Any]:
+  """The calling thread's summary writer, step and recording condition
+  (TensorFlow keeps them per thread)."""
+  state = _tf_private.summary_state()
+  return state.writer, state.step, state.is_recording
+
+
+def restore_summary(snapshot: tuple[Any, Any, Any]) -> None:
+  """Makes ``snapshot`` the calling thread's summary state again."""
+  state = _tf_private.summary_state()
+  state.writer, state.step, state.is_recording = snapshot
+
+
+def keeping_summary_state(call: Callable[[], Any]) -> Any:
+  """Returns ``call()``, then puts back the calling thread's summary
+  writer, step and recording condition.
+
+  TensorFlow runs every replica of a CentralStorageStrategy (even a single
+  one) on a thread of its own, so a replica's
+  ``tf.summary.experimental.set_step`` or ``writer.set_as_default()`` never
+  reaches the caller; ours run replica 0 on the calling thread.
+
+  >>> keeping_summary_state(lambda: tf.summary.experimental.set_step(7))
+  >>> tf.summary.experimental.get_step() is None
+  True
+  """
+  saved = summary_snapshot()
+  try:
+    return call()
+  finally:
+    restore_summary(saved)
+
+
 class CallerState:
   """What a worker thread must re-enter to act like the calling thread;
   captured on the calling thread when a run starts."""
@@ -110,8 +143,7 @@ class CallerState:
   def __init__(self, graph: tf.Graph, eager: bool) -> None:
     self.graph = graph
     self.eager = eager
-    summary = _tf_private.summary_state()
-    self.summary = (summary.writer, summary.step, summary.is_recording)
+    self.summary = summary_snapshot()
     self.strategy_stack = list(_tf_private.strategy_stack())
     self.creators = _tf_private.variable_creator_stack(graph)
     if eager:
@@ -172,14 +204,9 @@ class BorrowedState:
   def _install_summary_state(self, summary: tuple[Any, Any, Any]) -> None:
     """The caller's summary writer, step and record_if condition, which
     TensorFlow keeps per thread."""
-    state = _tf_private.summary_state()
-    old = (state.writer, state.step, state.is_recording)
-
-    def restore():
-      state.writer, state.step, state.is_recording = old
-
-    self._undo.append(restore)
-    state.writer, state.step, state.is_recording = summary
+    old = summary_snapshot()
+    self._undo.append(lambda: restore_summary(old))
+    restore_summary(summary)
 
   def _enter(self, manager: Any) -> None:
     manager.__enter__()
