@@ -75,6 +75,16 @@ PIECES = [([5, 6, 7], 0), ([[5, 6, 7]], 0), ([[5, 6, 7]], 1),
           ([[[5, 6], [7, 8]]], 2)]
 
 
+def _all_gather_on_every_replica(strategy, mode, dv, axis):
+  """Each replica's ``all_gather`` of its piece of ``dv``, as local results."""
+  def per_replica(value):
+    ctx = tf.distribute.get_replica_context()
+    return ctx.all_gather(tf.identity(value), axis=axis)
+
+  return strategy.experimental_local_results(
+      strategy.run(wrap(mode, per_replica), args=(dv,)))
+
+
 @pytest.mark.parametrize("piece,axis", PIECES)
 def test_gather_and_all_gather_concatenate_along_axis(pair, mode, piece,
                                                        axis):
@@ -84,13 +94,7 @@ def test_gather_and_all_gather_concatenate_along_axis(pair, mode, piece,
     dv = strategy.experimental_distribute_values_from_function(
         lambda _: tf.constant(piece))
     gathered = wrap(mode, lambda s=strategy, d=dv: s.gather(d, axis=axis))()
-
-    def per_replica(value):
-      ctx = tf.distribute.get_replica_context()
-      return ctx.all_gather(tf.identity(value), axis=axis)
-
-    everywhere = strategy.experimental_local_results(
-        strategy.run(wrap(mode, per_replica), args=(dv,)))
+    everywhere = _all_gather_on_every_replica(strategy, mode, dv, axis)
     expected = tf.concat([tf.constant(piece)] * n, axis=axis).numpy().tolist()
     assert gathered.numpy().tolist() == expected
     assert as_lists(everywhere) == [expected] * n
@@ -114,13 +118,7 @@ def test_pieces_may_differ_along_the_gathered_axis(pair, mode, axis):
                        7).numpy().tolist()
     dv = strategy.experimental_distribute_values_from_function(piece)
     gathered = wrap(mode, lambda s=strategy, d=dv: s.gather(d, axis=axis))()
-
-    def per_replica(value):
-      ctx = tf.distribute.get_replica_context()
-      return ctx.all_gather(tf.identity(value), axis=axis)
-
-    everywhere = strategy.experimental_local_results(
-        strategy.run(wrap(mode, per_replica), args=(dv,)))
+    everywhere = _all_gather_on_every_replica(strategy, mode, dv, axis)
     assert gathered.numpy().tolist() == expected
     assert as_lists(everywhere) == [expected] * n
     outcomes.append(as_lists(everywhere))
