@@ -36,7 +36,7 @@ from compat_distribute import _tf_private
 from compat_distribute import cross_device
 from compat_distribute import devices as devices_lib
 from compat_distribute import extended as extended_lib
-from compat_distribute import replica_threads
+from compat_distribute import replica_variables
 from compat_distribute import replica_workers
 from compat_distribute import strategy as strategy_lib
 from compat_distribute import values as values_lib
@@ -141,7 +141,7 @@ class CentralStorageExtended(extended_lib.Extended):
                                                    **kwargs)
     if len(self._compute_devices) == 1:
       return create()
-    return replica_threads.shared_variable(kwargs.get("name"), create)
+    return replica_variables.shared_variable(kwargs.get("name"), create)
 
   def _call_for_each_replica(self, fn: Callable[..., Any], args: Any,
                              kwargs: Any) -> Any:

@@ -41,7 +41,6 @@ unchanged; paused replicas are unwound first, so no thread is left waiting.
 from __future__ import annotations
 
 import contextlib
-import re
 import sys
 import weakref
 from typing import Any, Callable, Optional
@@ -50,6 +49,7 @@ import tensorflow as tf
 
 from compat_distribute import _tf_private
 from compat_distribute import context
+from compat_distribute import replica_variables
 from compat_distribute import replica_workers as workers_lib
 from compat_distribute import values as values_lib
 from compat_distribute.replica_context import ReplicaContext
@@ -82,6 +82,11 @@ class MultiReplicaContext(ReplicaContext):
   def __init__(self, strategy: Any, replica_id: int, run: "_Run") -> None:
     super().__init__(strategy, replica_id)
     self._run = run
+
+  @property
+  def shared_variables(self) -> replica_variables.SharedVariables:
+    """The variables this run's replicas share (``replica_variables``)."""
+    return self._run.variables
 
   def _merge_call(self, merge_fn: Callable[..., Any], args: tuple,
                   kwargs: dict) -> Any:
@@ -135,13 +140,7 @@ class _Run:
     self.requests: list[Any] = [None] * self.n
     self.control_deps: list[Any] = [()] * self.n
     self.merge_results: list[Any] = [None] * self.n
-    self.shared_variables: dict[str, list[Any]] = {}
-    self.variable_counts: list[dict[str, int]] = [{} for _ in range(self.n)]
-    # Creators installed innermost around each replica's ``fn``; ``sharing``
-    # is set while replica 0's creates a variable (the strategy's creator,
-    # beneath it, then need not share again).
-    self.creators = [self._sharing_creator(i) for i in range(self.n)]
-    self.sharing = False
+    self.variables = replica_variables.SharedVariables(self.contexts)
 
   def fail(self, error: BaseException) -> BaseException:
     """Records the run's first error; returns ``error``."""
@@ -198,31 +197,12 @@ class _Run:
     strategy's scope), as TensorFlow does: so replica ``i`` > 0 gets replica
     0's variable without the creators beneath being called again."""
     graph = _get_default_graph()
-    token = _tf_private.push_variable_creator(graph, self.creators[i])
+    token = _tf_private.push_variable_creator(
+        graph, self.variables.creators[i])
     try:
       return self.fn(*args, **kwargs)
     finally:
       _tf_private.pop_variable_creator(graph, token)
-
-  def _sharing_creator(self, i: int) -> Callable[..., Any]:
-    replica_context = self.contexts[i]
-
-    def creator(next_creator, **kwargs):
-      mode = context.current_mode()
-      if mode is None or mode.replica_context is not replica_context:
-        return next_creator(**kwargs)  # e.g. in merge_fn: not shared
-      name = kwargs.get("name")
-      if i > 0:
-        return self.shared_variable(i, name, None)
-
-      def create():
-        outer, self.sharing = self.sharing, True
-        try:
-          return next_creator(**kwargs)
-        finally:
-          self.sharing = outer
-      return self.shared_variable(0, name, create)
-    return creator
 
   def advance(self, i: int) -> None:
     """Lets replica ``i`` (on its worker) run to its next pause or end."""
@@ -344,44 +324,6 @@ class _Run:
     finally:
       self.finished[i] = True
 
-  # -- variables created inside the replica function --------------------------
-
-  def shared_variable(self, replica_id: int, name: Optional[str],
-                      create: Optional[Callable[[], Any]]) -> Any:
-    """Replica 0 creates; replica ``i`` > 0 gets replica 0's variable of the
-    same (de-uniquified) name, in creation order."""
-    key = _canonical_variable_name(name)
-    if replica_id == 0:
-      variable = create()
-      self.shared_variables.setdefault(key, []).append(variable)
-      return variable
-    counts = self.variable_counts[replica_id]
-    index = counts.get(key, 0)
-    created = self.shared_variables.get(key, [])
-    if index >= len(created):
-      raise RuntimeError(
-          f"Replica {replica_id} created variable {name!r}, but replica 0 "
-          f"created {len(created)} variable(s) named {key!r}. Inside "
-          "`strategy.run` every replica must create the same variables, in "
-          "the same order (they are shared); create variables outside `run` "
-          "to avoid this.")
-    counts[key] = index + 1
-    return created[index]
-
-
-def shared_variable(name: Optional[str], create: Callable[[], Any]) -> Any:
-  """Creates a variable, or -- in replica ``i`` > 0 of a multi-replica run --
-  returns the one replica 0 created under the same name.
-
-  Strategies call this from their variable creator so that a layer built
-  inside ``strategy.run`` gets one set of variables, as in TensorFlow.
-  """
-  mode = context.current_mode()
-  ctx = mode.replica_context if mode is not None else None
-  if not isinstance(ctx, MultiReplicaContext) or ctx._run.sharing:  # pylint: disable=protected-access
-    return create()
-  return ctx._run.shared_variable(ctx._replica_id_in_sync_group, name, create)  # pylint: disable=protected-access
-
 
 def _select(i: int, result: Any) -> Any:
   """``values.select_replica`` with a fast path for the common flat list of
@@ -410,16 +352,6 @@ def _mismatch() -> RuntimeError:
 
 def _replica_scope(outer: str, i: int) -> str:
   return f"{outer}/replica_{i}/" if outer else f"replica_{i}/"
-
-
-_UNIQUIFIED_SCOPE = re.compile(r"_\d/")
-_UNIQUIFIED_END = re.compile(r"_\d$")
-
-
-def _canonical_variable_name(name: Optional[str]) -> str:
-  if name is None:
-    return "Variable"
-  return _UNIQUIFIED_END.sub("", _UNIQUIFIED_SCOPE.sub("/", name))
 
 
 _NULL = contextlib.nullcontext()

@@ -14,7 +14,7 @@ from central_storage_support import (REPLICAS, OursCentralStorage,
                                      devices, norm, pair, replica_float,
                                      run_in_mode, within)
 from compat_distribute import cross_device
-from compat_distribute import replica_threads
+from compat_distribute import replica_variables
 from compat_distribute import replica_workers
 from compat_distribute import values as values_lib
 from conftest import cpu
@@ -384,8 +384,8 @@ def test_destinations_validated():
     cross_device.devices_of(3)
 
 
-def test_replica_threads_shared_variable_outside_run_just_creates():
-  assert replica_threads.shared_variable("x", lambda: 42) == 42
+def test_shared_variable_outside_run_just_creates():
+  assert replica_variables.shared_variable("x", lambda: 42) == 42
 
 
 def test_reduce_of_numpy_values_in_merge_call():
