@@ -161,10 +161,6 @@ class CentralStorageExtended(extended_lib.Extended):
       raise ValueError(
           f"reduce_to needs destinations, got {destinations!r}. Pass a "
           "device string, a variable, or a per-replica value (all-reduce).")
-    if reduce_op == tf.VariableAggregation.ONLY_FIRST_REPLICA:
-      first = self._local_results(value)[0]
-      return cross_device.broadcast(
-          first, cross_device.devices_of(destinations), reuse=False)
     if not values_lib.is_distributed(value):
       if not tf.is_tensor(value) and np.all(np.asarray(value) == 0):
         return np.zeros_like(np.asarray(value))  # zeros sum to zeros
@@ -184,9 +180,8 @@ class CentralStorageExtended(extended_lib.Extended):
     value where it is)."""
     results = []
     for value, destinations in value_destination_pairs:
-      if (values_lib.is_distributed(value) or
-          reduce_op == tf.VariableAggregation.ONLY_FIRST_REPLICA or
-          isinstance(value, tf.IndexedSlices)):
+      if values_lib.is_distributed(value) or isinstance(value,
+                                                        tf.IndexedSlices):
         results.append(self._reduce_to(reduce_op, value, destinations,
                                        options))
         continue

@@ -185,7 +185,8 @@ class Extended(tf.compat.v1.distribute.StrategyExtended):
     """Combines ``value`` across replicas onto ``destinations``."""
     context.require_cross_replica(self._container_strategy(), "reduce_to",
                                   "ReplicaContext.all_reduce")
-    reduce_op = _reduce_op_or_only_first(reduce_op)
+    reduce_op = reduce_lib.to_reduce_op(reduce_op)
+    _check_destinations(destinations, "reduce_to")
     return self._reduce_to(reduce_op, value, destinations, options)
 
   def batch_reduce_to(self, reduce_op: Any, value_destination_pairs: Any,
@@ -194,8 +195,11 @@ class Extended(tf.compat.v1.distribute.StrategyExtended):
     context.require_cross_replica(self._container_strategy(),
                                   "batch_reduce_to",
                                   "ReplicaContext.all_reduce")
-    reduce_op = _reduce_op_or_only_first(reduce_op)
-    return self._batch_reduce_to(reduce_op, value_destination_pairs, options)
+    reduce_op = reduce_lib.to_reduce_op(reduce_op)
+    pairs = list(value_destination_pairs)
+    for _, destinations in pairs:
+      _check_destinations(destinations, "batch_reduce_to")
+    return self._batch_reduce_to(reduce_op, pairs, options)
 
   def _batch_reduce_to(self, reduce_op: Any, value_destination_pairs: Any,
                        options: Any) -> list[Any]:
@@ -380,10 +384,21 @@ class Extended(tf.compat.v1.distribute.StrategyExtended):
     return True
 
 
-def _reduce_op_or_only_first(reduce_op: Any) -> Any:
-  if reduce_op == tf.VariableAggregation.ONLY_FIRST_REPLICA:
-    return reduce_op
-  return reduce_lib.to_reduce_op(reduce_op)
+class DestinationsError(ValueError, AssertionError):
+  """Several destinations given as a list or tuple.
+
+  TensorFlow rejects them with ``AssertionError`` (``ValueError`` under
+  CentralStorage); this class is both.
+  """
+  __init__ = Exception.__init__  # lets AutoGraph re-raise it
+
+
+def _check_destinations(destinations: Any, method: str) -> None:
+  if isinstance(destinations, (list, tuple)):
+    raise DestinationsError(
+        f"{method} takes one destination (a device string, a variable, a "
+        f"tensor or a per-replica value), got the {type(destinations).__name__}"
+        f" {destinations!r}. Reduce once per destination instead.")
 
 
 def _current_device() -> str:

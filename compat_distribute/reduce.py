@@ -32,12 +32,26 @@ class ReduceOpTypeError(TypeError, AssertionError):
   __init__ = Exception.__init__
 
 
-def to_reduce_op(reduce_op: Union[ReduceOp, str, tf.VariableAggregation]
-                 ) -> ReduceOp:
-  """Accepts a ``ReduceOp``, its name in any case, or a VariableAggregation.
+class AggregationAsReduceOpError(ReduceOpTypeError, ValueError):
+  """A ``tf.VariableAggregation`` passed where a ``ReduceOp`` belongs.
+
+  TensorFlow rejects it with ``AssertionError``, ``TypeError`` or (from
+  CentralStorage's ``batch_reduce_to``) ``ValueError``; this class is all
+  three.
+  """
+
+
+def to_reduce_op(reduce_op: Union[ReduceOp, str]) -> ReduceOp:
+  """Accepts a ``ReduceOp`` or its name in any case.
+
+  >>> to_reduce_op(tf.VariableAggregation.SUM)
+  Traceback (most recent call last):
+  ...
+  compat_distribute.reduce.AggregationAsReduceOpError: reduce_op must be a tf.distribute.ReduceOp or its name, got tf.VariableAggregation.SUM, a variable's aggregation (TensorFlow rejects it too). Pass tf.distribute.ReduceOp.SUM instead.
 
   Raises:
     ValueError: an unknown name (as TensorFlow does).
+    AggregationAsReduceOpError: a ``tf.VariableAggregation``.
     ReduceOpTypeError: anything else that is not a ReduceOp (a ``TypeError``
       that is also an ``AssertionError``, the types TensorFlow raises).
   """
@@ -47,20 +61,28 @@ def to_reduce_op(reduce_op: Union[ReduceOp, str, tf.VariableAggregation]
     try:
       return ReduceOp(reduce_op.upper())
     except ValueError:
-      pass
-  elif isinstance(reduce_op, tf.VariableAggregation):
-    if reduce_op == tf.VariableAggregation.SUM:
-      return ReduceOp.SUM
-    if reduce_op in (tf.VariableAggregation.MEAN,
-                     tf.VariableAggregation.ONLY_FIRST_REPLICA):
-      return ReduceOp.MEAN
-  if not isinstance(reduce_op, str):
-    raise ReduceOpTypeError(
+      raise ValueError(
+          f"Unknown reduce_op {reduce_op!r}. Valid values are {_VALID}."
+      ) from None
+  if isinstance(reduce_op, tf.VariableAggregation):
+    raise AggregationAsReduceOpError(
         f"reduce_op must be a tf.distribute.ReduceOp or its name, got "
-        f"{reduce_op!r} of type {type(reduce_op).__name__}. Valid values are "
-        f"{_VALID}.")
-  raise ValueError(
-      f"Unknown reduce_op {reduce_op!r}. Valid values are {_VALID}.")
+        f"tf.VariableAggregation.{reduce_op.name}, a variable's aggregation "
+        f"(TensorFlow rejects it too). {_AGGREGATION_FIX[reduce_op]}")
+  raise ReduceOpTypeError(
+      f"reduce_op must be a tf.distribute.ReduceOp or its name, got "
+      f"{reduce_op!r} of type {type(reduce_op).__name__}. Valid values are "
+      f"{_VALID}.")
+
+
+_AGGREGATION_FIX = {
+    tf.VariableAggregation.SUM: "Pass tf.distribute.ReduceOp.SUM instead.",
+    tf.VariableAggregation.MEAN: "Pass tf.distribute.ReduceOp.MEAN instead.",
+    tf.VariableAggregation.ONLY_FIRST_REPLICA: (
+        "To keep the first replica's value, take "
+        "strategy.experimental_local_results(value)[0] instead."),
+    tf.VariableAggregation.NONE: f"Valid values are {_VALID}.",
+}
 
 
 def check_axis(axis: Any, value: Any) -> Any:

@@ -77,6 +77,84 @@ def test_all_reduce_with_wrong_op_type_one_device(mode):
     assert kind == "error" and isinstance(error, AssertionError), error
 
 
+def _per_replica_pair(strategy):
+  return strategy.experimental_distribute_values_from_function(
+      lambda ctx: tf.constant([1.0, 2.0]) * tf.cast(
+          ctx.replica_id_in_sync_group + 1, tf.float32))
+
+
+_AGGREGATION_CALLS = {
+    "reduce": lambda s, v, agg: s.reduce(agg, v, axis=None),
+    "reduce_axis": lambda s, v, agg: s.reduce(agg, v, axis=0),
+    "reduce_to": lambda s, v, agg: s.extended.reduce_to(agg, v, "/cpu:0"),
+    "batch_reduce_to": lambda s, v, agg: s.extended.batch_reduce_to(
+        agg, [(v, "/cpu:0")]),
+}
+
+
+@pytest.mark.parametrize("call", sorted(_AGGREGATION_CALLS))
+@pytest.mark.parametrize("aggregation", [
+    tf.VariableAggregation.SUM, tf.VariableAggregation.MEAN,
+    tf.VariableAggregation.ONLY_FIRST_REPLICA])
+def test_variable_aggregation_is_not_a_reduce_op(pair, call, aggregation):
+  """TensorFlow rejects a VariableAggregation as reduce_op (AssertionError;
+  TypeError for reduce with an axis; ValueError from CentralStorage's
+  batch_reduce_to); ours raises an error of TensorFlow's type naming the
+  ReduceOp to use.  The one exception: TensorFlow's single-device
+  CentralStorage passes the values of batch_reduce_to through unchecked;
+  ours rejects it there too (docs/differences.md)."""
+  ours, native = pair
+  fn = _AGGREGATION_CALLS[call]
+  kind, theirs = outcome(lambda: fn(native, _per_replica_pair(native),
+                                    aggregation))
+  expected = type(theirs)
+  if kind == "ok":
+    assert call == "batch_reduce_to" and native.num_replicas_in_sync == 1
+    expected = AssertionError
+  with pytest.raises(expected, match="a variable's aggregation"):
+    fn(ours, _per_replica_pair(ours), aggregation)
+
+
+def test_all_reduce_with_variable_aggregation_one_device():
+  for native in (True, False):
+    strategy = make("one_device", native)
+    kind, error = outcome(lambda s=strategy: s.run(
+        lambda: tf.distribute.get_replica_context().all_reduce(
+            tf.VariableAggregation.SUM, tf.constant(1.0))))
+    assert kind == "error" and isinstance(error, AssertionError), error
+
+
+@pytest.mark.parametrize("destinations", [["/cpu:0"], ("/cpu:0",)])
+def test_reduce_to_several_destinations_rejected(pair, destinations):
+  ours, native = pair
+  kind, theirs = outcome(lambda: native.extended.reduce_to(
+      "SUM", _per_replica_pair(native), destinations))
+  assert kind == "error", theirs
+  with pytest.raises(type(theirs), match="takes one destination"):
+    ours.extended.reduce_to("SUM", _per_replica_pair(ours), destinations)
+  kind, theirs = outcome(lambda: native.extended.batch_reduce_to(
+      "SUM", [(_per_replica_pair(native), destinations)]))
+  assert kind == "error", theirs
+  with pytest.raises(type(theirs), match="takes one destination"):
+    ours.extended.batch_reduce_to(
+        "SUM", [(_per_replica_pair(ours), destinations)])
+
+
+def test_batch_reduce_to_takes_a_generator_of_pairs(pair):
+  """Ours reads the pairs once, so a generator gives what a list gives
+  TensorFlow (TensorFlow's CentralStorage reads them twice and fails)."""
+  ours, native = pair
+  results = []
+  for strategy, pairs in ((ours, lambda v: ((v, "/cpu:0") for _ in range(2))),
+                          (native, lambda v: [(v, "/cpu:0")] * 2)):
+    reduced = strategy.extended.batch_reduce_to(
+        "SUM", pairs(_per_replica_pair(strategy)))
+    results.append([strategy.experimental_local_results(r)[0].numpy()
+                    for r in reduced])
+  np.testing.assert_allclose(results[0], results[1])
+  assert len(results[0]) == 2
+
+
 @pytest.mark.parametrize("axis", [np.int64(0), np.int32(-1), "tensor"])
 def test_reduce_axis_numpy_int_or_tensor_in_function(pair, axis):
   ours, native = pair
