@@ -48,6 +48,13 @@ Private names used (checked against TensorFlow 2.21.0):
   another Python function.  ``strategy.run(tf_function)`` traces all replicas
   into one function, as TensorFlow does; rebuilding it with the public
   ``tf.function`` would drop options that have no public getter.
+* ``tensorflow.python.eager.context.eager_mode`` -- runs a block as if
+  executing eagerly.  ``tf.config.list_logical_devices`` initialises
+  TensorFlow's runtime on first use, and initialised while a TF1 graph is
+  the default it leaves soft device placement off for the whole process
+  (the default is taken from the mode at that moment); strategies made in
+  a TF1 graph list devices, so they do it in eager mode (see
+  ``list_logical_devices`` below).
 * ``tensorflow.python.autograph.core.config.CONVERSION_RULES`` -- AutoGraph
   converts every function that converted code calls, unless the function's
   module is listed there (TensorFlow lists itself).  ``compat_distribute`` is
@@ -134,6 +141,17 @@ def current_device() -> str:
   '/job:localhost/replica:0/task:0/device:CPU:0'
   """
   return _device_util.current() or ""
+
+
+def list_logical_devices(device_type: Optional[str] = None) -> list[Any]:
+  """``tf.config.list_logical_devices``, leaving TensorFlow's defaults as
+  they are when it is the first call that initialises the runtime.
+
+  >>> [d.device_type for d in list_logical_devices("CPU")][:1]
+  ['CPU']
+  """
+  with _eager_context.eager_mode():
+    return tf.config.list_logical_devices(device_type)
 
 
 _executing_eagerly = tf.executing_eagerly

@@ -47,7 +47,7 @@ _HOST_CPU = "/device:CPU:0"
 
 def default_compute_devices() -> list[str]:
   """All local GPUs, else the CPU (TensorFlow's default)."""
-  gpus = tf.config.list_logical_devices("GPU")
+  gpus = _tf_private.list_logical_devices("GPU")
   if gpus:
     return [devices_lib.canonicalize(f"/device:GPU:{i}")
             for i in range(len(gpus))]

@@ -56,7 +56,7 @@ def host_of(device: str) -> str:
 
 
 def local_device_names() -> list[str]:
-  return [canonicalize(d.name) for d in tf.config.list_logical_devices()]
+  return [canonicalize(d.name) for d in _tf_private.list_logical_devices()]
 
 
 def report_missing(devices: Iterable[str], owner: str) -> None:

@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterable, Optional
 
 import tensorflow as tf
 
+from compat_distribute import _tf_private
 from compat_distribute import strategy as strategy_lib
 from compat_distribute import strategy_iterators
 
@@ -116,7 +117,7 @@ def _count_devices(config: Any, devices: Iterable[str]) -> None:
     kind = spec.device_type.upper()
     needed[kind] = max(needed.get(kind, 0), (spec.device_index or 0) + 1)
   for kind, count in needed.items():
-    configured = len(tf.config.list_logical_devices(kind))
+    configured = len(_tf_private.list_logical_devices(kind))
     current = config.device_count.get(kind, 0)
     config.device_count[kind] = max(count, configured, current)
 
