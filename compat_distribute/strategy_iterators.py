@@ -10,8 +10,8 @@ this in.
 >>> from compat_distribute import v2 as distribute
 >>> strategy = distribute.OneDeviceStrategy("/cpu:0")
 >>> iterator = strategy.make_dataset_iterator(tf.data.Dataset.range(4).batch(2))
->>> iterator.initialize()
-[]
+>>> iterator.initialize() is None  # eagerly: restarts the input
+True
 >>> iterator.get_next()
 <tf.Tensor: shape=(2,), dtype=int64, numpy=array([0, 1])>
 """

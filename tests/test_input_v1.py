@@ -159,7 +159,9 @@ def test_input_fn_returning_a_callable():
   with tf.Graph().as_default(), V1.Session(config=_config()) as sess:
     iterator = _ours(2, input_fn=lambda _: next_element)
     value = iterator.get_next()
-    assert iterator.initialize() == [] and len(calls) == 2
+    init = iterator.initialize()
+    assert isinstance(init, tf.Operation) and len(calls) == 2
+    sess.run(init)
     assert [v.tolist() for v in sess.run(list(value.values))] == [[1, 2]] * 2
     assert [v.device for v in value.values] == [cpu(0), cpu(1)]
 
@@ -178,10 +180,10 @@ def test_replication_mode_and_bad_input_fn():
 @pytest.mark.parametrize("n", [1, 2])
 def test_eager_iterators(n):
   iterator = _ours(n, dataset=tf.data.Dataset.range(5).batch(4))
-  assert iterator.initialize() == []
+  assert iterator.initialize() is None
   assert [np.asarray(v).tolist() for v in _local(next(iterator), n)] == (
       [[0, 1, 2, 3]] if n == 1 else [[0, 1], [2, 3]])
-  assert iterator.initializer == []  # restarts the input
+  assert iterator.initializer is None  # restarts the input
   assert [np.asarray(v).tolist() for v in _local(iterator.get_next(), n)] == (
       [[0, 1, 2, 3]] if n == 1 else [[0, 1], [2, 3]])
   assert iterator.get_next_as_optional().has_value()

@@ -2,10 +2,16 @@
 ``tf.compat.v1.distribute``: what ``tf.compat.v1.get_variable`` makes in a
 strategy's scope (partitioners), checked without running a Session.
 """
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
 import pytest
 import tensorflow as tf
 
-from v1_support import CONFIGS, make_native, make_ours
+from v1_support import CONFIGS, make_native, make_ours, native_session_config
 
 
 def _partitioned(make, config, graph_mode, inside_run):
@@ -74,3 +80,64 @@ def test_scope_keeps_names_and_variable_scope(config):
     scope.__exit__(None, None, None)
     assert tf.compat.v1.get_variable_scope().name == ""
     assert not tf.distribute.has_strategy()
+
+
+def _initializer_kinds(make, config, graph_mode):
+  """What ``initialize()`` / ``initializer`` give for both v1 iterators, and
+  whether TF1 code can use the result as an op (``.run()``, ``.name``,
+  ``control_dependencies``)."""
+  graph = tf.Graph()
+  with (graph.as_default() if graph_mode else tf.init_scope()):
+    strategy = make(config)
+    dataset = tf.data.Dataset.range(32).batch(4)
+    iterators = [strategy.make_dataset_iterator(dataset),
+                 strategy.make_input_fn_iterator(lambda _: dataset)]
+    kinds = []
+    for iterator in iterators:
+      for init in (iterator.initialize(), iterator.initializer):
+        kinds.append(type(init).__name__)
+        if graph_mode:
+          assert init.name  # usable as an op
+          with tf.control_dependencies([init]):
+            tf.constant(0)
+    if graph_mode:
+      config_proto = native_session_config(strategy)
+      with tf.compat.v1.Session(graph=graph, config=config_proto) as sess:
+        for iterator in iterators:
+          iterator.initializer.run()
+          first = strategy.experimental_local_results(iterator.get_next())
+          kinds.append([v.tolist() for v in sess.run(list(first))])
+    return kinds
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize("graph_mode", [True, False], ids=["graph", "eager"])
+def test_iterator_initializer_is_an_op_as_in_native(config, graph_mode):
+  # A tf.Operation in graphs (so `.run()`, `.name` and control dependencies
+  # work), None eagerly.
+  ours = _initializer_kinds(make_ours, config, graph_mode)
+  native = _initializer_kinds(make_native, config, graph_mode)
+  assert ours == native
+  assert ours[0] == ("Operation" if graph_mode else "NoneType")
+
+
+FIRST_TOUCH = (pathlib.Path(__file__).resolve().parent / "fixtures" /
+               "first_touch_in_graph.py")
+
+
+@pytest.mark.parametrize("kind", ["one_device", "central_storage"])
+def test_strategy_made_first_in_a_graph_keeps_soft_placement(kind):
+  # TensorFlow initialises its runtime on first use and, if that happens
+  # while a TF1 graph is the default, turns soft placement off for good.
+  # Making (and configuring) a strategy in a graph must leave it as
+  # TensorFlow's own strategies do: on.
+  results = {}
+  for impl in ("native", "ours"):
+    done = subprocess.run(
+        [sys.executable, str(FIRST_TOUCH), impl, kind],
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results[impl] = json.loads(done.stdout.strip().splitlines()[-1])
+  assert results["ours"] == results["native"] == {
+      "soft_placement": True, "op_on_missing_device_ran": True}

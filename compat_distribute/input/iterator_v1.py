@@ -1,7 +1,7 @@
 """The v1 input iterator of ``make_dataset_iterator`` / ``make_input_fn_iterator``.
 
 In graph mode it wraps an initializable ``tf.data`` iterator: build
-``get_next()`` into the graph, run ``initializer`` (or the ops
+``get_next()`` into the graph, run ``initializer`` (the op
 ``initialize()`` returns) in the session, then run the step.  Running a step
 before the initializer fails at once with TensorFlow's
 ``FailedPreconditionError`` ("... iterator has not been initialized"); it
@@ -12,8 +12,8 @@ the iterator is ready as soon as it is made and ``initialize()`` restarts it.
 >>> from compat_distribute import v1 as distribute
 >>> strategy = distribute.OneDeviceStrategy("/cpu:0")
 >>> it = strategy.make_dataset_iterator(tf.data.Dataset.range(4).batch(2))
->>> it.initialize()
-[]
+>>> it.initialize() is None  # eagerly: restarts the input
+True
 >>> it.get_next()
 <tf.Tensor: shape=(2,), dtype=int64, numpy=array([0, 1])>
 """
@@ -72,22 +72,20 @@ class InputIterator:
 
   # -- initialisation -------------------------------------------------------
 
-  def initialize(self) -> list[Any]:
-    """The ops that (re)start the input: run them in your session before
-    the first step.  Eagerly this restarts the input and returns ``[]``."""
-    if self._host is None:
-      return []
+  def initialize(self) -> Optional[tf.Operation]:
+    """One op that (re)starts the input: run it in your session before the
+    first step.  Eagerly this restarts the input and returns ``None`` (as
+    TensorFlow's iterator does)."""
     if self._graph:
-      return [self._host.initializer]
-    self._host = self._make_host_iterator()
-    return []
+      return tf.group(*([] if self._host is None else
+                        [self._host.initializer]))
+    if self._host is not None:
+      self._host = self._make_host_iterator()
+    return None
 
   @property
-  def initializer(self) -> Any:
-    """One op that (re)starts the input (graph mode); eagerly, restarts it
-    and is ``[]`` like ``initialize()``."""
-    if self._graph and self._host is not None:
-      return self._host.initializer
+  def initializer(self) -> Optional[tf.Operation]:
+    """The same as ``initialize()``."""
     return self.initialize()
 
   # -- reading --------------------------------------------------------------
