@@ -47,7 +47,8 @@ from compat_distribute import devices as devices_lib
 from compat_distribute import values as values_lib
 
 ReduceOp = tf.distribute.ReduceOp
-_HOST = devices_lib.canonicalize("/device:CPU:0")
+_HOST_CPU = "/device:CPU:0"
+_eagerly_outside_functions = tf.compat.v1.executing_eagerly_outside_functions
 _device = _tf_private.device  # tf.device, cheaper while tracing
 
 
@@ -57,31 +58,30 @@ def devices_of(destinations: Any) -> tuple[str, ...]:
   >>> devices_of("/cpu:1")
   ('/job:localhost/replica:0/task:0/device:CPU:1',)
   """
+  # A name's canonical form depends on the mode and the device scope.
+  context_key = (_eagerly_outside_functions(), _tf_private.current_device())
   if values_lib.is_distributed(destinations):
-    return tuple(_canonical(getattr(v, "device", "")) for v in
-                 destinations.values)
+    return tuple(_canonicalize(getattr(v, "device", "") or _HOST_CPU,
+                               context_key) for v in destinations.values)
   if isinstance(destinations, str):
     if not destinations:
       raise ValueError(
           "destinations must name a device, got the empty string. Pass e.g. "
           "'/cpu:0', a variable, or a per-replica value.")
-    return (_canonicalize(destinations),)
+    return (_canonicalize(destinations, context_key),)
   device = getattr(destinations, "device", None)
   if device is None:
     raise ValueError(
         f"destinations must be a device string, a variable, a tensor or a "
         f"distributed value, got {destinations!r} of type "
         f"{type(destinations).__name__}.")
-  return (_canonical(device),)
+  return (_canonicalize(device or _HOST_CPU, context_key),)
 
 
 @functools.lru_cache(maxsize=512)
-def _canonicalize(device: str) -> str:
+def _canonicalize(device: str, context_key: tuple[bool, str]) -> str:
+  del context_key  # only keys the cache: canonicalize reads the context
   return devices_lib.canonicalize(device)
-
-
-def _canonical(device: str) -> str:
-  return _canonicalize(device) if device else _HOST
 
 
 def check_reducible(reduce_op: Any, value: Any, num_replicas: int) -> None:

@@ -197,6 +197,32 @@ def test_reduce_of_integers_and_plain_values(n):
         strategy.reduce("SUM", tf.constant(1.0), axis=None)
 
 
+@pytest.mark.parametrize("compute", [["/cpu:0"], ["/cpu:1"],
+                                     ["/cpu:0", "/cpu:1"]])
+def test_reduce_results_do_not_depend_on_an_earlier_graph(compute):
+  # Device names complete differently in a TF1 graph (no job) and eagerly;
+  # a reduction made in a graph first must not change the eager result
+  # (a one-replica MEAN of integers stays an integer copy, as in TF).
+  def reductions(cls, graph_mode):
+    def build():
+      strategy = cls(compute)
+      value = strategy.run(lambda: tf.fill([2], 3) + tf.distribute
+                           .get_replica_context().replica_id_in_sync_group)
+      results = [strategy.reduce(op, value, axis=None)
+                 for op in ("MEAN", "SUM")]
+      with tf.device("/cpu:2"):
+        results.append(strategy.reduce("MEAN", value, axis=None))
+      return results
+    if not graph_mode:
+      return [(r.dtype.name, r.device, r.numpy().tolist()) for r in build()]
+    with tf.Graph().as_default():
+      return [(r.dtype.name, r.device) for r in build()]
+
+  for graph_mode in (True, False, True, False):
+    assert (reductions(OursCentralStorage, graph_mode) ==
+            reductions(NativeCentralStorage, graph_mode))
+
+
 @pytest.mark.parametrize("n", REPLICAS)
 @pytest.mark.parametrize("axis", [0, 1])
 def test_gather(n, axis, mode):
