@@ -41,6 +41,7 @@ from compat_distribute import replica_workers
 from compat_distribute import strategy as strategy_lib
 from compat_distribute import values as values_lib
 from compat_distribute import variables as variables_lib
+from compat_distribute.replica_context import ReplicaContext
 
 _HOST_CPU = "/device:CPU:0"
 
@@ -80,6 +81,25 @@ def _check_compute_devices(compute_devices: Any) -> list[str]:
         f"more than once: {'; '.join(duplicates)}. Each replica needs its own "
         "device; list each device once.")
   return canonical
+
+
+class _OnlyReplicaContext(ReplicaContext):
+  """The replica context of a one-device CentralStorageStrategy's replica.
+
+  ``merge_fn`` runs under the caller's device scope rather than the
+  replica's, as it does with several replicas (and in TensorFlow, whose
+  ``merge_fn`` runs on the calling thread).
+  """
+
+  def __init__(self, strategy: Any, caller_device: str) -> None:
+    super().__init__(strategy, 0)
+    self._caller_device = caller_device
+
+  def _merge_call(self, merge_fn: Callable[..., Any], args: tuple,
+                  kwargs: dict) -> Any:
+    with _tf_private.device(None), _tf_private.device(
+        self._caller_device or None):
+      return super()._merge_call(merge_fn, args, kwargs)
 
 
 class CentralStorageExtended(extended_lib.Extended):
@@ -147,9 +167,10 @@ class CentralStorageExtended(extended_lib.Extended):
                              kwargs: Any) -> Any:
     if len(self._compute_devices) > 1:
       return super()._call_for_each_replica(fn, args, kwargs)
+    replica_context = _OnlyReplicaContext(self._container_strategy(),
+                                          _tf_private.current_device())
     return replica_workers.keeping_summary_state(
-        lambda: super(CentralStorageExtended, self)._call_for_each_replica(
-            fn, args, kwargs))
+        lambda: self._run_one_replica(replica_context, fn, args, kwargs))
 
   # -- reduction ------------------------------------------------------------
 
@@ -244,6 +265,12 @@ class CentralStorageMethods:
     super().__init__(CentralStorageExtended(self, compute_devices,
                                             parameter_device))
 
+  @classmethod
+  def _from_num_gpus(cls, num_gpus: int) -> Any:
+    """Computes on GPUs 0..num_gpus-1, or on the CPU if ``num_gpus`` is 0
+    (the constructor TensorFlow's own strategy tests use)."""
+    return cls([f"/device:GPU:{i}" for i in range(num_gpus)] or [_HOST_CPU])
+
   def __repr__(self) -> str:
     extended = self.extended
     return (f"{type(self).__name__}("
@@ -251,7 +278,9 @@ class CentralStorageMethods:
             f"parameter_device={extended._variable_device!r})")  # pylint: disable=protected-access
 
 
-class CentralStorageStrategy(CentralStorageMethods, strategy_lib.Strategy):
+# TensorFlow's class last, for type identity only (see one_device.py).
+class CentralStorageStrategy(CentralStorageMethods, strategy_lib.Strategy,
+                             tf.distribute.experimental.CentralStorageStrategy):
   """Puts every variable on one device and replicates compute.
 
   Variables live on ``parameter_device``; ``run`` calls the function once

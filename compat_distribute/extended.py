@@ -257,12 +257,17 @@ class Extended(tf.compat.v1.distribute.StrategyExtended):
       if self._single_replica_context is None:
         # Stateless between uses, so one instance serves every call.
         self._single_replica_context = self._make_replica_context(0)
-      with _tf_private.device(self._compute_devices[0]), \
-          self._single_replica_context:
-        return fn(*values_lib.select_replica(0, args),
-                  **values_lib.select_replica(0, kwargs))
+      return self._run_one_replica(self._single_replica_context, fn, args,
+                                   kwargs)
     from compat_distribute import replica_threads  # pylint: disable=g-import-not-at-top
     return replica_threads.call_for_each_replica(self, fn, args, kwargs)
+
+  def _run_one_replica(self, replica_context: ReplicaContext,
+                       fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+    """Runs the only replica's ``fn`` on the calling thread."""
+    with _tf_private.device(self._compute_devices[0]), replica_context:
+      return fn(*values_lib.select_replica(0, args),
+                **values_lib.select_replica(0, kwargs))
 
   def call_for_each_replica(self, fn: Callable[..., Any], args: Any = (),
                             kwargs: Optional[dict] = None) -> Any:

@@ -240,3 +240,65 @@ def test_batch_reduce_to_plain_value_devices_central():
   got = ours.extended.batch_reduce_to("SUM", [(tf.constant(3.0), "/cpu:2")])
   assert got[0].device == cpu(2)
   assert float(got[0]) == 3.0
+
+
+def _merge_fn_devices(strategy):
+  """The device an op made in merge_fn gets, without and with a device
+  scope around run, eagerly and in a TF1 graph."""
+  def fn():
+    return tf.distribute.get_replica_context().merge_call(
+        lambda _: tf.constant(1.0).device)
+
+  found = [strategy.run(fn)]
+  with tf.device("/cpu:3"):
+    found.append(strategy.run(fn))
+  with tf.Graph().as_default():
+    found.append(strategy.run(fn))
+    with tf.device("/cpu:3"):
+      found.append(strategy.run(fn))
+  return found
+
+
+def test_merge_fn_runs_under_the_callers_device(pair):
+  # TensorFlow's CentralStorage runs merge_fn outside the replica's device
+  # scope (under the caller's), its OneDevice inside it.
+  ours, native = pair
+  assert _merge_fn_devices(ours) == _merge_fn_devices(native)
+
+
+def _concrete_pairs():
+  from compat_distribute import v1  # pylint: disable=g-import-not-at-top
+  return [
+      (distribute.OneDeviceStrategy, tf.distribute.OneDeviceStrategy),
+      (distribute.experimental.CentralStorageStrategy,
+       tf.distribute.experimental.CentralStorageStrategy),
+      (v1.OneDeviceStrategy, tf.compat.v1.distribute.OneDeviceStrategy),
+      (v1.experimental.CentralStorageStrategy,
+       tf.compat.v1.distribute.experimental.CentralStorageStrategy),
+  ]
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_instances_of_tensorflows_concrete_class_running_none_of_its_code(
+    index):
+  # Code that asks isinstance(s, tf.distribute.OneDeviceStrategy) (tf_keras'
+  # loss scaling, clipping and SAM checks) must treat ours as TF's; yet no
+  # method of TF's class may run: ours resolves every one it defines.
+  ours_cls, native_cls = _concrete_pairs()[index]
+  ours = (ours_cls("/cpu:0") if "OneDevice" in ours_cls.__name__ else
+          ours_cls(["/cpu:0", "/cpu:1"]))
+  assert isinstance(ours, native_cls)
+  assert type(ours).__module__.startswith("compat_distribute")
+  for name in vars(native_cls):
+    if name.startswith("_tf_api_names") or name in (
+        "__module__", "__doc__", "__dict__", "__weakref__", "__qualname__"):
+      continue
+    owner = next(c for c in type(ours).__mro__ if name in vars(c))
+    assert owner.__module__.startswith("compat_distribute"), (name, owner)
+
+
+def test_from_num_gpus_as_tensorflows_tests_use_it():
+  ours = distribute.experimental.CentralStorageStrategy._from_num_gpus(0)  # pylint: disable=protected-access
+  native = tf.distribute.experimental.CentralStorageStrategy._from_num_gpus(0)  # pylint: disable=protected-access
+  assert ours.extended.worker_devices == list(native.extended.worker_devices)
+  assert ours.num_replicas_in_sync == native.num_replicas_in_sync == 1
