@@ -71,7 +71,12 @@ class OneDeviceMethods:
     return f"{type(self).__name__}(device={self.extended._device!r})"  # pylint: disable=protected-access
 
 
-class OneDeviceStrategy(OneDeviceMethods, strategy_lib.Strategy):
+# TensorFlow's class comes last among the bases, for type identity only:
+# ``isinstance(s, tf.distribute.OneDeviceStrategy)`` holds, as code such as
+# tf_keras' mixed precision checks, while every method it defines is
+# overridden by ours (tests/test_layout.py checks that none of its code runs).
+class OneDeviceStrategy(OneDeviceMethods, strategy_lib.Strategy,
+                        tf.distribute.OneDeviceStrategy):
   """Runs on a single device: variables and ``run`` on ``device``, input
   prefetched to it.
 

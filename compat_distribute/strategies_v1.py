@@ -16,12 +16,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import tensorflow as tf
+
 from compat_distribute import central_storage
 from compat_distribute import one_device
 from compat_distribute import strategy_v1
 
 
-class OneDeviceStrategy(one_device.OneDeviceMethods, strategy_v1.Strategy):
+# TensorFlow's classes come last, for type identity only (see one_device.py).
+class OneDeviceStrategy(one_device.OneDeviceMethods, strategy_v1.Strategy,
+                        tf.compat.v1.distribute.OneDeviceStrategy):
   """``tf.compat.v1.distribute.OneDeviceStrategy``: variables, computation
   and input all on ``device``.
 
@@ -30,8 +34,9 @@ class OneDeviceStrategy(one_device.OneDeviceMethods, strategy_v1.Strategy):
   """
 
 
-class CentralStorageStrategy(central_storage.CentralStorageMethods,
-                             strategy_v1.Strategy):
+class CentralStorageStrategy(
+    central_storage.CentralStorageMethods, strategy_v1.Strategy,
+    tf.compat.v1.distribute.experimental.CentralStorageStrategy):
   """``tf.compat.v1.distribute.experimental.CentralStorageStrategy``: one
   copy of every variable on ``parameter_device``, compute replicated over
   ``compute_devices``.

@@ -57,3 +57,27 @@ def test_fit_evaluate_predict_match_native(runs, spec):
   for a, b in zip(ours["weights"], native["weights"]):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
   assert native["history"]["loss"][0] != native["history"]["loss"][-1]
+
+
+TYPE_CHECKS = FIT.parent / "tf_keras_type_checks.py"
+TYPE_CHECK_SPECS = ["one_device", "central_storage/1", "central_storage/2"]
+
+
+def test_tf_keras_strategy_type_checks_match_native():
+  # tf.keras decides on loss scaling, mixed precision, legacy clipping and
+  # SAM's update path by isinstance against TensorFlow's strategy classes;
+  # with only the import changed, ours must take the same branches.
+  env = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "3"}
+  args = [f"{impl}/{spec}" for spec in TYPE_CHECK_SPECS
+          for impl in ("native", "ours")]
+  result = subprocess.run([sys.executable, str(TYPE_CHECKS), *args], env=env,
+                          capture_output=True, text=True, timeout=600)
+  assert result.returncode == 0, result.stderr[-4000:]
+  runs = json.loads(result.stdout.strip().splitlines()[-1])
+  for spec in TYPE_CHECK_SPECS:
+    assert runs[f"ours/{spec}"] == runs[f"native/{spec}"], spec
+  # The checks really branch: one device trains with loss scaling, two
+  # replicas refuse it and clipnorm.
+  assert isinstance(runs["native/one_device"]["loss_scale"], float)
+  assert runs["native/central_storage/2"]["loss_scale"] == "ValueError"
+  assert runs["native/central_storage/2"]["legacy_clipnorm"] == "ValueError"
