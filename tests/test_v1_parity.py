@@ -141,3 +141,26 @@ def test_strategy_made_first_in_a_graph_keeps_soft_placement(kind):
     results[impl] = json.loads(done.stdout.strip().splitlines()[-1])
   assert results["ours"] == results["native"] == {
       "soft_placement": True, "op_on_missing_device_ran": True}
+
+
+def _input_devices(make, config):
+  """Devices of the per-replica tensors a v1 iterator gives in a TF1 graph,
+  plain, under another device scope, and passed through experimental_run."""
+  with tf.Graph().as_default():
+    strategy = make(config)
+    iterator = strategy.make_dataset_iterator(
+        tf.data.Dataset.range(64).batch(8))
+
+    def devices(value):
+      return [v.device for v in strategy.experimental_local_results(value)]
+    found = [devices(iterator.get_next())]
+    with tf.device("/cpu:2"):
+      found.append(devices(iterator.get_next()))
+    found.append(devices(strategy.experimental_run(lambda x: x, iterator)))
+    return found
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_input_tensors_name_the_replica_device_in_graphs(config):
+  assert _input_devices(make_ours, config) == _input_devices(make_native,
+                                                             config)

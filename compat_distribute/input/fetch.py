@@ -54,6 +54,10 @@ def _on_host(layout: layout_lib.Layout,
   return pinned
 
 
+def _in_tf1_graph() -> bool:
+  return not (tf.executing_eagerly() or tf.inside_function())
+
+
 def _read_stream(read: Callable[[], Any], n: int) -> list[Any]:
   values, previous = [], None
   for _ in range(n):
@@ -73,7 +77,13 @@ def next_step(layout: layout_lib.Layout, get_next: Callable[[], Any]) -> Any:
 def _placed(layout: layout_lib.Layout, value: Any) -> Any:
   targets = layout.targets
   if layout.kind == "whole":
-    return layout_lib.place(value, targets[0])
+    target = targets[0]
+    if target is None and layout.fetch_to_device and _in_tf1_graph():
+      # A TF1 graph shows where the value is (TensorFlow's tensors there
+      # name the replica's device); the read itself is colocated with the
+      # dataset, which may have none.
+      target = layout.devices[0]
+    return layout_lib.place(value, target)
   return layout_lib.regroup(
       [layout_lib.place(p, t) for p, t in zip(value, targets)])
 
