@@ -88,10 +88,16 @@ _AGGREGATION_FIX = {
 def check_axis(axis: Any, value: Any) -> Any:
   """Validates ``axis`` against ``value``'s rank; returns it non-negative.
 
-  ``axis`` may be a Python or NumPy integer, or an integer tensor (inside a
-  ``tf.function`` TensorFlow accepts one); a tensor whose value is unknown
-  while tracing is returned as it is.
+  ``axis`` may be a Python or NumPy integer, a tuple or list of them (each
+  checked), or an integer tensor (inside a ``tf.function`` TensorFlow
+  accepts one); a tensor whose value is unknown while tracing is returned as
+  it is.
+
+  >>> check_axis((0, -1), tf.zeros([2, 3, 4]))
+  (0, 2)
   """
+  if isinstance(axis, (tuple, list)):
+    return type(axis)(check_axis(a, value) for a in axis)
   if tf.is_tensor(axis):
     static = tf.get_static_value(axis)
     if static is None or not axis.dtype.is_integer or axis.shape.rank != 0:
@@ -118,6 +124,32 @@ def check_axis(axis: Any, value: Any) -> Any:
         f"{value.shape}). Pass an axis in [{-rank}, {rank}), or axis=None "
         "to reduce only across replicas.")
   return axis + rank if axis < 0 else axis
+
+
+def check_summable(value: Any) -> None:
+  """``reduce`` with an ``axis`` sums within each replica, which TensorFlow
+  allows only for dense or ragged numbers; anything else is a TypeError
+  (TensorFlow's type, raised before any work).
+
+  >>> check_summable(tf.constant(["a"]))
+  Traceback (most recent call last):
+  ...
+  TypeError: reduce with an axis sums each replica's value, which needs numbers, got a tensor of dtype string. Reduce numeric values, or pass axis=None to combine the values across replicas only.
+  """
+  if isinstance(value, tf.SparseTensor):
+    raise TypeError(
+        "reduce with an axis sums each replica's value, which a SparseTensor "
+        "does not support. Convert it with tf.sparse.to_dense first, or pass "
+        "axis=None to combine the values across replicas only.")
+  dtype = getattr(value, "dtype", None)
+  if dtype is None:
+    return
+  dtype = tf.as_dtype(dtype)
+  if not (dtype.is_floating or dtype.is_complex or dtype.is_integer):
+    raise TypeError(
+        "reduce with an axis sums each replica's value, which needs numbers, "
+        f"got a tensor of dtype {dtype.name}. Reduce numeric values, or pass "
+        "axis=None to combine the values across replicas only.")
 
 
 def reduce_across(values: Sequence[Any], reduce_op: ReduceOp,

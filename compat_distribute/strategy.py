@@ -15,6 +15,7 @@ True
 from __future__ import annotations
 
 import collections.abc
+import math
 import warnings
 from typing import Any, Callable, Optional
 
@@ -157,6 +158,7 @@ class StrategyMethods:
           "entry separately, or pass axis=None to reduce the structure only "
           "across replicas.")
     for local in self._extended._local_results(value):  # pylint: disable=protected-access
+      reduce_lib.check_summable(local)
       axis = reduce_lib.check_axis(axis, local)
     if reduce_op == reduce_lib.ReduceOp.SUM:
       sums = self.run(_sum_along, args=(value, axis))
@@ -281,11 +283,19 @@ def _sum_along(value: Any, axis: int) -> Any:
   return tf.reduce_sum(value, axis=axis)
 
 
-def _sum_and_count_along(value: Any, axis: int) -> tuple[Any, Any]:
-  value = tf.convert_to_tensor(value)
-  dim = value.shape[axis] if isinstance(axis, int) else None
-  count = (tf.constant(dim, tf.int64) if dim is not None else
-           tf.shape(value, out_type=tf.int64)[axis])
+def _sum_and_count_along(value: Any, axis: Any) -> tuple[Any, Any]:
+  """The sum along ``axis`` (an int or a tuple/list of them) and how many
+  elements it summed; a count known while tracing is a constant."""
+  if not isinstance(value, tf.RaggedTensor):
+    value = tf.convert_to_tensor(value)
+  axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+  dims = [value.shape[a] if isinstance(a, int) else None for a in axes]
+  if all(d is not None for d in dims):
+    count = tf.constant(math.prod(dims), tf.int64)
+  else:
+    # A ragged dimension has no single size: TensorFlow's ValueError.
+    shape = tf.shape(value, out_type=tf.int64)
+    count = tf.math.reduce_prod(tf.stack([shape[a] for a in axes]))
   return tf.reduce_sum(value, axis=axis), count
 
 

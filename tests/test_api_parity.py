@@ -302,3 +302,32 @@ def test_from_num_gpus_as_tensorflows_tests_use_it():
   native = tf.distribute.experimental.CentralStorageStrategy._from_num_gpus(0)  # pylint: disable=protected-access
   assert ours.extended.worker_devices == list(native.extended.worker_devices)
   assert ours.num_replicas_in_sync == native.num_replicas_in_sync == 1
+
+
+_AXIS_VALUES = {
+    "dense": lambda: tf.reshape(tf.range(12, dtype=tf.float32), [2, 3, 2]),
+    "int": lambda: tf.constant([[1, 2], [3, 4]]),
+    "ragged": lambda: tf.ragged.constant([[1.0], [2.0, 3.0], [], [4.0]]),
+    "string": lambda: tf.constant(["a", "b"]),
+    "bool": lambda: tf.constant([True, False]),
+    "sparse": lambda: tf.sparse.from_dense(tf.constant([[1.0, 0.0],
+                                                        [0.0, 2.0]])),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_AXIS_VALUES))
+@pytest.mark.parametrize("axis", [0, -1, (0, 1)])
+def test_reduce_along_axes_matches_native(pair, mode, kind, axis):
+  """reduce with an axis: ragged values (MEAN counts rows), tuples of axes,
+  and TypeError for values that cannot be summed, as in TensorFlow."""
+  outcomes = []
+  for strategy in pair:
+    value = strategy.experimental_distribute_values_from_function(
+        lambda _, make=_AXIS_VALUES[kind]: make())
+    for op in ("SUM", "MEAN"):
+      kind_, result = outcome(lambda s=strategy, v=value, o=op: in_mode(
+          mode, lambda: s.reduce(o, v, axis=axis)))
+      outcomes.append((kind_, type(result).__name__ if kind_ == "error" else
+                       (result.dtype.name, np.round(result.numpy(), 4).tolist())))
+  half = len(outcomes) // 2
+  assert outcomes[:half] == outcomes[half:]
