@@ -151,6 +151,12 @@ def test_bad_dataset_arguments_raise_an_error_of_native_type():
       lambda s: s.distribute_datasets_from_function(tf.data.Dataset.range(2)),
       lambda s: list(s.distribute_datasets_from_function(lambda _: [1, 2])),
       lambda s: list(s.distribute_datasets_from_function(lambda _: None)),
+      # options that are not InputOptions (TensorFlow: AttributeError)
+      lambda s: s.experimental_distribute_dataset(
+          tf.data.Dataset.range(2), tf.data.Options()),
+      lambda s: s.distribute_datasets_from_function(
+          lambda _: tf.data.Dataset.range(2),
+          {"experimental_fetch_to_device": False}),
   ]
   for case in cases:
     native_error = _raised(lambda: case(theirs))

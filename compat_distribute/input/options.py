@@ -38,6 +38,15 @@ class InputSettings:
   buffer_size: int = 1
 
 
+class NotInputOptionsError(TypeError, AttributeError):
+  """``options`` is not a ``tf.distribute.InputOptions``.
+
+  TensorFlow fails reading a missing attribute (``AttributeError``); this
+  error is also a ``TypeError``, the type that names the mistake.
+  """
+  __init__ = Exception.__init__  # lets AutoGraph re-raise it
+
+
 def settings_from(options: Any, method: str,
                   may_ignore_placement: bool = False) -> InputSettings:
   """Validates ``options`` (an ``InputOptions`` or None) for ``method``;
@@ -45,9 +54,10 @@ def settings_from(options: Any, method: str,
   (and ignores it).
 
   Raises:
-    TypeError: ``options`` is not a ``tf.distribute.InputOptions``, or its
-      buffer size is not an int (TensorFlow also raises ``TypeError``, when
-      the dataset is iterated).
+    NotInputOptionsError: ``options`` is not a ``tf.distribute.InputOptions``
+      (a ``TypeError`` and an ``AttributeError``).
+    TypeError: the buffer size is not an int (TensorFlow also raises
+      ``TypeError``, when the dataset is iterated).
     NotImplementedError: ``PER_REPLICA`` replication was asked for.
     ValueError: ``experimental_place_dataset_on_device`` is set and
       ``may_ignore_placement`` is not.
@@ -55,7 +65,7 @@ def settings_from(options: Any, method: str,
   if options is None:
     return InputSettings()
   if not isinstance(options, tf.distribute.InputOptions):
-    raise TypeError(
+    raise NotInputOptionsError(
         f"{method}: `options` must be a tf.distribute.InputOptions or None, "
         f"got {options!r} of type {type(options).__name__}. Build one with "
         "tf.distribute.InputOptions(experimental_fetch_to_device=...).")
