@@ -55,6 +55,11 @@ Private names used (checked against TensorFlow 2.21.0):
   (the default is taken from the mode at that moment); strategies made in
   a TF1 graph list devices, so they do it in eager mode (see
   ``list_logical_devices`` below).
+* ``tensorflow.python.framework.type_spec_registry.register`` -- gives a
+  ``TypeSpec`` class a name SavedModel can write and look up again.
+  TensorFlow registers its own ``PerReplicaSpec`` with the SavedModel coder;
+  unregistered, ours made ``tf.saved_model.save`` fail for any function
+  taking or returning per-replica values.  There is no public alias.
 * ``tensorflow.python.autograph.core.config.CONVERSION_RULES`` -- AutoGraph
   converts every function that converted code calls, unless the function's
   module is listed there (TensorFlow lists itself).  ``compat_distribute`` is
@@ -93,6 +98,7 @@ from tensorflow.python.autograph.core import config as _autograph_config
 from tensorflow.python.autograph.core import config_lib as _autograph_config_lib
 from tensorflow.python.eager import context as _eager_context
 from tensorflow.python.eager import record as _record
+from tensorflow.python.framework import type_spec_registry as _type_spec_registry
 from tensorflow.python.ops import summary_ops_v2 as _summary_ops_v2
 
 
@@ -141,6 +147,12 @@ def current_device() -> str:
   '/job:localhost/replica:0/task:0/device:CPU:0'
   """
   return _device_util.current() or ""
+
+
+def register_type_spec(name: str) -> Any:
+  """Class decorator: registers a ``TypeSpec`` subclass under ``name``
+  (``"project.TypeName"``) so SavedModel can save and load it."""
+  return _type_spec_registry.register(name)
 
 
 def list_logical_devices(device_type: Optional[str] = None) -> list[Any]:

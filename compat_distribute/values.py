@@ -14,6 +14,12 @@ PerReplica:{
 }
 >>> isinstance(v, tf.distribute.DistributedValues)
 True
+>>> isinstance(v, tf.types.experimental.distributed.PerReplica)
+True
+
+``PerReplicaSpec`` is registered by name (``compat_distribute.PerReplicaSpec``),
+so a SavedModel whose functions take or return per-replica values can be
+saved; loading it needs ``compat_distribute`` imported.
 """
 from __future__ import annotations
 
@@ -22,7 +28,10 @@ from typing import Any, Sequence
 
 import tensorflow as tf
 
+from compat_distribute import _tf_private
+
 _CompositeTensor = tf.__internal__.CompositeTensor
+_public_types = tf.types.experimental.distributed
 
 
 class DistributedValues(tf.distribute.DistributedValues):
@@ -57,6 +66,7 @@ class DistributedValues(tf.distribute.DistributedValues):
     return f"{type(self).__name__}:{{\n{body}\n}}"
 
 
+@_tf_private.register_type_spec("compat_distribute.PerReplicaSpec")
 class PerReplicaSpec(tf.TypeSpec):
   """The ``TypeSpec`` of a ``PerReplica``: one spec per replica value."""
 
@@ -103,7 +113,8 @@ class PerReplicaSpec(tf.TypeSpec):
     return f"PerReplicaSpec{self._value_specs!r}"
 
 
-class PerReplica(DistributedValues, _CompositeTensor):
+class PerReplica(DistributedValues, _public_types.PerReplica,
+                 _CompositeTensor):
   """Values that differ from replica to replica (one per replica)."""
 
   _spec: "PerReplicaSpec | None" = None  # computed on first use
@@ -125,7 +136,7 @@ class PerReplica(DistributedValues, _CompositeTensor):
     return PerReplicaSpec(*(tf.TensorSpec(shape, v.dtype) for v in self._values))
 
 
-class Mirrored(DistributedValues):
+class Mirrored(DistributedValues, _public_types.Mirrored):
   """Values kept identical on every replica; reads return the first copy.
 
   Arithmetic and tensor conversion act on the first copy, as for TF's.
