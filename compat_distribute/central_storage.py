@@ -36,6 +36,7 @@ from compat_distribute import _tf_private
 from compat_distribute import cross_device
 from compat_distribute import devices as devices_lib
 from compat_distribute import extended as extended_lib
+from compat_distribute import replica_threads
 from compat_distribute import replica_variables
 from compat_distribute import replica_workers
 from compat_distribute import strategy as strategy_lib
@@ -44,6 +45,7 @@ from compat_distribute import variables as variables_lib
 from compat_distribute.replica_context import ReplicaContext
 
 _HOST_CPU = "/device:CPU:0"
+_PolymorphicFunction = tf.types.experimental.PolymorphicFunction
 
 
 def default_compute_devices() -> list[str]:
@@ -165,8 +167,10 @@ class CentralStorageExtended(extended_lib.Extended):
 
   def _call_for_each_replica(self, fn: Callable[..., Any], args: Any,
                              kwargs: Any) -> Any:
-    if len(self._compute_devices) > 1:
-      return super()._call_for_each_replica(fn, args, kwargs)
+    if len(self._compute_devices) > 1 or isinstance(fn, _PolymorphicFunction):
+      # A tf.function is traced anew for the replicas even with one device,
+      # as in TensorFlow (replica_threads clones it with its options).
+      return replica_threads.call_for_each_replica(self, fn, args, kwargs)
     replica_context = _OnlyReplicaContext(self._container_strategy(),
                                           _tf_private.current_device())
     return replica_workers.keeping_summary_state(
