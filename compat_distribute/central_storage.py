@@ -89,19 +89,26 @@ class _OnlyReplicaContext(ReplicaContext):
   """The replica context of a one-device CentralStorageStrategy's replica.
 
   ``merge_fn`` runs under the caller's device scope rather than the
-  replica's, as it does with several replicas (and in TensorFlow, whose
-  ``merge_fn`` runs on the calling thread).
+  replica's, and an exception it raises fails the whole ``run`` even if the
+  replica function catches it: as with several replicas, and as in
+  TensorFlow, whose ``merge_fn`` runs on the calling thread.
   """
 
   def __init__(self, strategy: Any, caller_device: str) -> None:
     super().__init__(strategy, 0)
     self._caller_device = caller_device
+    self.merge_error: Optional[BaseException] = None
 
   def _merge_call(self, merge_fn: Callable[..., Any], args: tuple,
                   kwargs: dict) -> Any:
-    with _tf_private.device(None), _tf_private.device(
-        self._caller_device or None):
-      return super()._merge_call(merge_fn, args, kwargs)
+    try:
+      with _tf_private.device(None), _tf_private.device(
+          self._caller_device or None):
+        return super()._merge_call(merge_fn, args, kwargs)
+    except BaseException as e:
+      if self.merge_error is None:
+        self.merge_error = e
+      raise
 
 
 class CentralStorageExtended(extended_lib.Extended):
@@ -173,8 +180,11 @@ class CentralStorageExtended(extended_lib.Extended):
       return replica_threads.call_for_each_replica(self, fn, args, kwargs)
     replica_context = _OnlyReplicaContext(self._container_strategy(),
                                           _tf_private.current_device())
-    return replica_workers.keeping_summary_state(
+    result = replica_workers.keeping_summary_state(
         lambda: self._run_one_replica(replica_context, fn, args, kwargs))
+    if replica_context.merge_error is not None:  # caught by the replica fn
+      raise replica_context.merge_error
+    return result
 
   # -- reduction ------------------------------------------------------------
 
@@ -268,6 +278,10 @@ class CentralStorageMethods:
                parameter_device: Optional[str] = None) -> None:
     super().__init__(CentralStorageExtended(self, compute_devices,
                                             parameter_device))
+
+  def _with_same_configuration(self) -> Any:
+    return type(self)(list(self.extended.worker_devices),
+                      self.extended._variable_device)  # pylint: disable=protected-access
 
   @classmethod
   def _from_num_gpus(cls, num_gpus: int) -> Any:

@@ -296,7 +296,7 @@ class Extended(tf.compat.v1.distribute.StrategyExtended):
     variable, whose device is used)."""
     context.require_cross_replica(self._container_strategy(), "broadcast_to")
     if destinations is None or isinstance(destinations, (list, tuple)):
-      raise ValueError(
+      raise DestinationsError(
           "broadcast_to takes one destination, a device string or a "
           f"variable, got {destinations!r}. Pass e.g. '/cpu:0' or the "
           "variable whose device the value should go to.")

@@ -70,6 +70,9 @@ class OneDeviceMethods:
   def __repr__(self) -> str:
     return f"{type(self).__name__}(device={self.extended._device!r})"  # pylint: disable=protected-access
 
+  def _with_same_configuration(self) -> Any:
+    return type(self)(self.extended._device)  # pylint: disable=protected-access
+
 
 # TensorFlow's class comes last among the bases, for type identity only:
 # ``isinstance(s, tf.distribute.OneDeviceStrategy)`` holds, as code such as

@@ -132,6 +132,7 @@ class ReplicaContext(tf.distribute.ReplicaContext,
     del options
     reduce_op = reduce_lib.to_reduce_op(reduce_op)
     if self.num_replicas_in_sync == 1:
+      self._require_running("all_reduce")
       return tf.nest.map_structure(_identity, value)
     return self._all_reduce(reduce_op, value)
 
@@ -144,8 +145,21 @@ class ReplicaContext(tf.distribute.ReplicaContext,
           "all_gather does not support IndexedSlices, got "
           f"{value!r}; convert them with tf.convert_to_tensor first.")
     if self.num_replicas_in_sync == 1:
+      self._require_running("all_gather")
       return tf.nest.map_structure(_identity, value)
     return self._all_gather(value, axis)
+
+  def _require_running(self, method: str) -> None:
+    """A collective is valid only from the code this context is running
+    (with several replicas ``merge_call`` checks the same)."""
+    mode = context.current_mode()
+    if mode is None or mode.replica_context is not self:
+      raise RuntimeError(
+          f"{method} was called on {self!r}, which is not the replica "
+          "context of the running code (it was kept from a replica function "
+          "that has returned, or this is merge_fn / cross-replica code). Call "
+          f"tf.distribute.get_replica_context().{method}(...) inside the "
+          "replica function.")
 
   # -- several replicas: everything goes through merge_call ----------------
 

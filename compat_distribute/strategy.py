@@ -59,12 +59,22 @@ class StrategyMethods:
     return f"{type(self).__name__}()"
 
   def __deepcopy__(self, memo: dict) -> Any:
-    # A strategy owns devices and contexts, not data: copies are itself.
-    memo[id(self)] = self
-    return self
+    """A new strategy with the same configuration (its own scope and
+    variables), as TensorFlow's deep copy gives."""
+    copied = self._with_same_configuration()
+    memo[id(self)] = copied
+    return copied
+
+  def _with_same_configuration(self) -> Any:
+    raise NotImplementedError(
+        f"{type(self).__name__} cannot be deep-copied; make a new strategy.")
 
   def __copy__(self) -> Any:
-    return self
+    raise RuntimeError(
+        f"A shallow copy of {self!r} would share its scope and variables "
+        "with the original, so it is not allowed (as in TensorFlow). Use "
+        "copy.deepcopy(strategy) for an independent strategy with the same "
+        "devices, or keep using the strategy itself.")
 
   # -- basic properties -----------------------------------------------------
 

@@ -217,6 +217,14 @@ def select_replica(replica_id: int, structure: Any) -> Any:
       structure)
 
 
+class StructureMismatchError(ValueError, AssertionError):
+  """Replicas returned (or passed to ``merge_call``) different structures.
+
+  TensorFlow asserts; this error is also a ``ValueError``.
+  """
+  __init__ = Exception.__init__  # lets AutoGraph re-raise it
+
+
 def regroup(per_replica: Sequence[Any], wrap: type = PerReplica) -> Any:
   """Turns a list of per-replica structures into one structure of ``wrap``.
 
@@ -231,6 +239,7 @@ def regroup(per_replica: Sequence[Any], wrap: type = PerReplica) -> Any:
   """
   first = per_replica[0]
   if isinstance(first, (list, tuple)) and not isinstance(first, _CompositeTensor):
+    _check_same_type(per_replica)
     _check_same_length(per_replica)
     grouped = [regroup([v[i] for v in per_replica], wrap)
                for i in range(len(first))]
@@ -241,7 +250,7 @@ def regroup(per_replica: Sequence[Any], wrap: type = PerReplica) -> Any:
     keys = set(first)
     for other in per_replica[1:]:
       if set(other) != keys:
-        raise ValueError(
+        raise StructureMismatchError(
             "Replicas returned dictionaries with different keys: "
             f"{sorted(map(str, keys))} and {sorted(map(str, other))}. Every "
             "replica must return the same structure.")
@@ -252,9 +261,18 @@ def regroup(per_replica: Sequence[Any], wrap: type = PerReplica) -> Any:
   return wrap(per_replica)
 
 
+def _check_same_type(per_replica: Sequence[Any]) -> None:
+  kinds = [type(v) for v in per_replica]
+  if any(k is not kinds[0] for k in kinds[1:]):
+    raise StructureMismatchError(
+        "Replicas returned different kinds of sequence "
+        f"{[k.__name__ for k in kinds]}. Every replica must return the same "
+        "structure (e.g. all tuples).")
+
+
 def _check_same_length(per_replica: Sequence[Any]) -> None:
   lengths = [len(v) for v in per_replica]
   if len(set(lengths)) > 1:
-    raise ValueError(
+    raise StructureMismatchError(
         f"Replicas returned sequences of different lengths {lengths}. Every "
         "replica must return the same structure.")

@@ -331,3 +331,93 @@ def test_reduce_along_axes_matches_native(pair, mode, kind, axis):
                        (result.dtype.name, np.round(result.numpy(), 4).tolist())))
   half = len(outcomes) // 2
   assert outcomes[:half] == outcomes[half:]
+
+
+def _misplaced_collectives(strategy):
+  """Error types of collectives called outside the code their replica
+  context runs: in merge_fn, after run returned, in the scope."""
+  kept = []
+
+  def keep():
+    kept.append(tf.distribute.get_replica_context())
+    return tf.distribute.get_replica_context().merge_call(
+        lambda _: kept[0].all_reduce("SUM", tf.constant(1.0)))
+
+  found = [outcome(lambda: strategy.run(keep))[0]]
+  found.append(outcome(lambda: kept[0].all_reduce("SUM", tf.constant(1.0))))
+  found.append(outcome(lambda: kept[0].all_gather(tf.constant([1.0]), 0)))
+  with strategy.scope():
+    found.append(outcome(lambda: kept[0].all_reduce("SUM", tf.constant(1.0))))
+  return [f if isinstance(f, str) else (f[0], type(f[1]).__name__)
+          for f in found]
+
+
+@pytest.mark.parametrize("kind", ["one_device", "central_1"])
+def test_collectives_outside_their_replica_function_raise(kind):
+  ours = _misplaced_collectives(make(kind, native=False))
+  native = _misplaced_collectives(make(kind, native=True))
+  assert ours == native
+  assert ours[1:] == [("error", "RuntimeError")] * 3
+
+
+@pytest.mark.parametrize("returns", [
+    lambda i: (1.0,) if i == 0 else [1.0],
+    lambda i: {"a": 1.0} if i == 0 else {"b": 1.0},
+    lambda i: (1.0,) * (i + 1),
+])
+def test_replicas_returning_different_structures_raise_assertion_error(
+    returns):
+  for native in (False, True):
+    strategy = make("central_2", native)
+
+    def fn():
+      replica_id = tf.get_static_value(
+          tf.distribute.get_replica_context().replica_id_in_sync_group)
+      return returns(int(replica_id))
+
+    with pytest.raises(AssertionError):
+      strategy.run(fn)
+
+
+def test_broadcast_to_needs_one_destination(pair):
+  for strategy in pair:
+    for destinations in (None, ["/cpu:0"]):
+      with pytest.raises(AssertionError):
+        strategy.extended.broadcast_to(tf.constant(1.0), destinations)
+
+
+def _copies(strategy):
+  import copy  # pylint: disable=g-import-not-at-top
+  copied = copy.deepcopy(strategy)
+  with strategy.scope():
+    v = tf.Variable(1.0)
+  found = [copied is strategy, type(copied) is type(strategy),
+           copied.extended.worker_devices == strategy.extended.worker_devices,
+           copied.extended.variable_created_in_scope(v)]
+  with strategy.scope():
+    found.append(outcome(lambda: copied.scope().__enter__())[0])
+  found.append(outcome(lambda: copy.copy(strategy))[0])
+  return found
+
+
+def test_deepcopy_makes_a_new_strategy_copy_is_refused(pair):
+  ours, native = pair
+  assert _copies(ours) == _copies(native) == [False, True, True, False,
+                                              "error", "error"]
+
+
+def test_merge_fn_error_fails_run_even_if_the_replica_catches_it(pair):
+  def fn():
+    try:
+      tf.distribute.get_replica_context().merge_call(lambda _: 1 / 0)
+    except ZeroDivisionError:
+      return tf.constant(0.0)
+    return tf.constant(1.0)
+
+  for strategy in pair:
+    if isinstance(strategy, tf.distribute.OneDeviceStrategy):
+      # merge_fn runs inline there, in TensorFlow too: the replica catches.
+      assert float(strategy.run(fn)) == 0.0
+      continue
+    with pytest.raises(ZeroDivisionError):
+      strategy.run(fn)
