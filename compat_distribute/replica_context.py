@@ -151,13 +151,14 @@ class ReplicaContext(tf.distribute.ReplicaContext,
 
   def _require_running(self, method: str) -> None:
     """A collective is valid only from the code this context is running
-    (with several replicas ``merge_call`` checks the same)."""
+    (with several replicas, ``merge_call`` checks it for all of them)."""
     mode = context.current_mode()
     if mode is None or mode.replica_context is not self:
       raise RuntimeError(
           f"{method} was called on {self!r}, which is not the replica "
-          "context of the running code (it was kept from a replica function "
-          "that has returned, or this is merge_fn / cross-replica code). Call "
+          "context of the running code (it was kept from another replica or "
+          "a replica function that has returned, or this is merge_fn / "
+          "cross-replica code). Call "
           f"tf.distribute.get_replica_context().{method}(...) inside the "
           "replica function.")
 

@@ -90,13 +90,7 @@ class MultiReplicaContext(ReplicaContext):
 
   def _merge_call(self, merge_fn: Callable[..., Any], args: tuple,
                   kwargs: dict) -> Any:
-    mode = context.current_mode()
-    if mode is None or mode.replica_context is not self:
-      raise RuntimeError(
-          f"merge_call was called on {self!r}, which is not the replica "
-          "context of the running code (it was kept from another replica or "
-          "an earlier run). Call tf.distribute.get_replica_context()"
-          ".merge_call(...) from inside the replica function instead.")
+    self._require_running("merge_call")
     return self._run.merge_call(self._replica_id_in_sync_group, merge_fn,
                                 args, kwargs)
 

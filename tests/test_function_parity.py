@@ -8,19 +8,8 @@ import tempfile
 import pytest
 import tensorflow as tf
 
-from compat_distribute import v2 as distribute
-
-CONFIGS = ["one_device", "central_1", "central_2"]
-
-
-def make(config, native):
-  if config == "one_device":
-    cls = (tf.distribute.OneDeviceStrategy if native else
-           distribute.OneDeviceStrategy)
-    return cls("/cpu:0")
-  cls = (tf.distribute.experimental.CentralStorageStrategy if native else
-         distribute.experimental.CentralStorageStrategy)
-  return cls(["/cpu:0"] if config == "central_1" else ["/cpu:0", "/cpu:1"])
+from test_api_parity import KINDS as CONFIGS  # pylint: disable=g-bad-import-order
+from test_api_parity import make
 
 
 def _run_of_a_tf_function(strategy):
