@@ -29,6 +29,7 @@ from typing import Any, Callable
 import tensorflow as tf
 
 from compat_distribute import _tf_private
+from compat_distribute.input import fetch
 from compat_distribute.input import iterator as iterator_lib
 from compat_distribute.input import iterator_v1
 from compat_distribute.input import layout as layout_lib
@@ -55,7 +56,7 @@ class DistributedDataset(tf.distribute.DistributedDataset, _CompositeTensor,
             f"element_spec={self.element_spec!r})")
 
   def __iter__(self) -> iterator_lib.DistributedIterator:
-    if not (tf.executing_eagerly() or tf.inside_function()):
+    if fetch.building_tf1_graph():
       raise RuntimeError(
           "__iter__() is only supported inside of tf.function or when eager "
           "execution is enabled; this DistributedDataset was iterated while "

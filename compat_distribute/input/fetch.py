@@ -54,7 +54,12 @@ def _on_host(layout: layout_lib.Layout,
   return pinned
 
 
-def _in_tf1_graph() -> bool:
+def building_tf1_graph() -> bool:
+  """Whether a TF1 graph is being built (neither eager nor a tf.function).
+
+  >>> building_tf1_graph()
+  False
+  """
   return not (tf.executing_eagerly() or tf.inside_function())
 
 
@@ -78,7 +83,7 @@ def _placed(layout: layout_lib.Layout, value: Any) -> Any:
   targets = layout.targets
   if layout.kind == "whole":
     target = targets[0]
-    if target is None and layout.fetch_to_device and _in_tf1_graph():
+    if target is None and layout.fetch_to_device and building_tf1_graph():
       # A TF1 graph shows where the value is (TensorFlow's tensors there
       # name the replica's device); the read itself is colocated with the
       # dataset, which may have none.

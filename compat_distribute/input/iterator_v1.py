@@ -41,7 +41,7 @@ class InputIterator:
   def __init__(self, layout: layout_lib.Layout, source: Any) -> None:
     self._layout = layout
     # A TF1 graph (not eager, not a tf.function being traced).
-    self._graph = not (tf.executing_eagerly() or tf.inside_function())
+    self._graph = fetch.building_tf1_graph()
     if isinstance(source, tf.data.Dataset):
       self._dataset = source
       self._fn: Optional[Callable[[], Any]] = None
