@@ -34,6 +34,13 @@ Private names used (checked against TensorFlow 2.21.0):
   None; ``tf.device`` builds and decorates a new generator function on every
   call while tracing (~45 µs in a two-replica trace against ~10 µs), and
   ``run`` and the reductions enter a dozen device scopes per training step.
+* ``tensorflow.python.framework.ops.colocate_with`` -- the same scope as
+  ``tf.compat.v1.colocate_with`` without its deprecation warning (TensorFlow
+  keeps this alias for its own code).  TensorFlow's strategies create a
+  variable with ``colocate_with`` (an optimizer slot's primary variable) in
+  a colocation scope, and CentralStorage creates every other variable after
+  clearing the caller's device and colocation scopes; in TF1 graphs the
+  scope decides the variable's device string and its ``_class`` attribute.
 * ``Graph._current_control_dependencies()`` -- the control inputs of the
   calling thread's innermost ``tf.control_dependencies`` (graph mode).
   ``merge_fn`` runs once for all replicas, so it must depend on every
@@ -98,6 +105,7 @@ from tensorflow.python.autograph.core import config as _autograph_config
 from tensorflow.python.autograph.core import config_lib as _autograph_config_lib
 from tensorflow.python.eager import context as _eager_context
 from tensorflow.python.eager import record as _record
+from tensorflow.python.framework import ops as _ops
 from tensorflow.python.framework import type_spec_registry as _type_spec_registry
 from tensorflow.python.ops import summary_ops_v2 as _summary_ops_v2
 
@@ -147,6 +155,20 @@ def current_device() -> str:
   '/job:localhost/replica:0/task:0/device:CPU:0'
   """
   return _device_util.current() or ""
+
+
+def colocate_with(target: Any, ignore_existing: bool = False) -> Any:
+  """``tf.compat.v1.colocate_with(target, ignore_existing)``, silently.
+
+  ``colocate_with(None, ignore_existing=True)`` clears the device and
+  colocation scopes of a graph (nothing to clear when executing eagerly).
+
+  >>> with tf.Graph().as_default():
+  ...   with tf.device("/cpu:1"), colocate_with(None, ignore_existing=True):
+  ...     print(repr(tf.constant(1.0).op.device))
+  ''
+  """
+  return _ops.colocate_with(target, ignore_existing=ignore_existing)
 
 
 def register_type_spec(name: str) -> Any:

@@ -34,11 +34,8 @@ class OneDeviceExtended(extended_lib.Extended):
 
   def _create_variable(self, next_creator: Callable[..., Any],
                        **kwargs: Any) -> Any:
-    colocate_with = kwargs.pop("colocate_with", None)
-    if colocate_with is None:
-      with tf.device(self._device):
-        return next_creator(**kwargs)
-    with tf.device(getattr(colocate_with, "device", None) or self._device):
+    with devices_lib.variable_placement(kwargs.pop("colocate_with", None),
+                                        self._device, clear_scopes=False):
       return next_creator(**kwargs)
 
   def _reduce_to(self, reduce_op: Any, value: Any, destinations: Any,

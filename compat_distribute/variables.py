@@ -29,6 +29,7 @@ import tensorflow as tf
 
 from compat_distribute import _tf_private
 from compat_distribute import context
+from compat_distribute import devices
 
 _Aggregation = tf.VariableAggregation
 _VALID_AGGREGATIONS = (_Aggregation.NONE, _Aggregation.SUM, _Aggregation.MEAN,
@@ -42,9 +43,10 @@ def create_central_variable(extended: Any, next_creator: Callable[..., Any],
                             **kwargs: Any) -> tf.Variable:
   """Creates a variable for ``CentralStorageStrategy``.
 
-  The variable goes on ``colocate_with``'s device when that is given (as
-  ``colocate_vars_with`` and optimizers' slot variables ask), else on
-  ``extended.parameter_devices[0]``.  With more than one replica it is
+  The variable is colocated with ``colocate_with`` when that is given (as
+  ``colocate_vars_with`` and optimizers' slot variables ask), else goes on
+  ``extended.parameter_devices[0]`` whatever device or colocation scope it
+  is created in.  With more than one replica it is
   wrapped in an ``AggregatingVariable`` (and, in graph mode, the wrapper
   replaces the variable in the graph's collections).
 
@@ -60,11 +62,11 @@ def create_central_variable(extended: Any, next_creator: Callable[..., Any],
   Raises:
     ValueError: ``aggregation`` is not a ``tf.VariableAggregation``.
   """
-  colocate_with = kwargs.pop("colocate_with", None)
-  device = getattr(colocate_with, "device", None) or (
-      extended.parameter_devices[0])
+  placement = devices.variable_placement(
+      kwargs.pop("colocate_with", None), extended.parameter_devices[0],
+      clear_scopes=True)
   if len(extended.worker_devices) <= 1:
-    with tf.device(device):
+    with placement:
       return next_creator(**kwargs)
   aggregation = _check_aggregation(kwargs.get("aggregation"),
                                    kwargs.get("name"))
@@ -72,7 +74,7 @@ def create_central_variable(extended: Any, next_creator: Callable[..., Any],
   if collections is None:
     collections = [_GraphKeys.GLOBAL_VARIABLES]
   kwargs["collections"] = []
-  with tf.device(device):
+  with placement:
     variable = next_creator(**kwargs)
   wrapper = AggregatingVariable(extended._container_strategy(), variable,  # pylint: disable=protected-access
                                 aggregation)

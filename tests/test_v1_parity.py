@@ -164,3 +164,38 @@ def _input_devices(make, config):
 def test_input_tensors_name_the_replica_device_in_graphs(config):
   assert _input_devices(make_ours, config) == _input_devices(make_native,
                                                              config)
+
+
+def _variable_placements(make, config):
+  """Device and colocation group of every variable op in a TF1 graph: made
+  in the scope under a user's device and colocation scopes, inside ``run``,
+  and as a v1 optimizer's slots."""
+  with tf.Graph().as_default() as graph:
+    strategy = make(config)
+    with strategy.scope():
+      anchor = tf.constant(1.0, name="anchor")
+      with tf.compat.v1.colocate_with(anchor):
+        tf.Variable(2.0, name="under_colocation")
+      with tf.device("/cpu:1"):
+        tf.Variable(3.0, name="under_device")
+      weights = tf.Variable([1.0, 2.0], name="weights")
+      optimizer = tf.compat.v1.train.MomentumOptimizer(0.1, 0.9)
+
+      def step():
+        bias = tf.Variable(1.0, name="made_in_run")
+        return optimizer.minimize(tf.reduce_sum(weights * weights) + bias)
+
+      strategy.run(step)
+  return sorted(
+      (op.name, op.device, list(op.node_def.attr["_class"].list.s))
+      for op in graph.get_operations()
+      if op.type in ("VarHandleOp", "VariableV2"))
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_variable_device_and_colocation_match_native(config):
+  # CentralStorage clears the caller's device and colocation scopes for its
+  # variables (also inside run); slots are colocated with their variable.
+  ours = _variable_placements(make_ours, config)
+  assert ours == _variable_placements(make_native, config)
+  assert ("weights/Momentum", ours[0][1], [b"loc:@weights"]) in ours
