@@ -43,6 +43,7 @@ from compat_distribute import strategy as strategy_lib
 from compat_distribute import values as values_lib
 from compat_distribute import variables as variables_lib
 from compat_distribute.replica_context import ReplicaContext
+from compat_distribute.replica_context import reentered_variable_scope
 
 _HOST_CPU = "/device:CPU:0"
 _PolymorphicFunction = tf.types.experimental.PolymorphicFunction
@@ -103,7 +104,7 @@ class _OnlyReplicaContext(ReplicaContext):
                   kwargs: dict) -> Any:
     try:
       with _tf_private.device(None), _tf_private.device(
-          self._caller_device or None):
+          self._caller_device or None), reentered_variable_scope():
         return super()._merge_call(merge_fn, args, kwargs)
     except BaseException as e:
       if self.merge_error is None:

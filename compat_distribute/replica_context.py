@@ -11,6 +11,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Callable, Optional
 
 import tensorflow as tf
@@ -21,6 +22,7 @@ from compat_distribute import reduce as reduce_lib
 from compat_distribute import variables as variables_lib
 
 _autograph = tf.__internal__.autograph
+_NO_SCOPE = contextlib.nullcontext()
 
 
 class ReplicaContext(tf.distribute.ReplicaContext,
@@ -237,3 +239,24 @@ def _identity(value: Any) -> Any:
   if isinstance(value, tf.IndexedSlices):
     return value
   return tf.identity(value)
+
+
+def reentered_variable_scope() -> Any:
+  """The scope in which TensorFlow's mirrored replicas (CentralStorage's)
+  run ``merge_fn``: the replica's v1 variable scope entered once more.
+
+  In a graph, entering a variable scope object again also opens a name
+  scope of its name, so ops that ``merge_fn`` makes under variable scope
+  ``vs`` and name scope ``vs/inner/`` are named ``vs/inner/vs/...``; in the
+  root variable scope nothing changes.
+
+  >>> with tf.Graph().as_default():
+  ...   with tf.compat.v1.variable_scope("vs"), tf.name_scope("inner"):
+  ...     with reentered_variable_scope():
+  ...       print(tf.constant(1.0, name="c").op.name)
+  vs/inner/vs/c
+  """
+  scope = tf.compat.v1.get_variable_scope()
+  if not scope.name:
+    return _NO_SCOPE
+  return tf.compat.v1.variable_scope(scope)

@@ -53,6 +53,7 @@ from compat_distribute import replica_variables
 from compat_distribute import replica_workers as workers_lib
 from compat_distribute import values as values_lib
 from compat_distribute.replica_context import ReplicaContext
+from compat_distribute.replica_context import reentered_variable_scope
 
 _get_default_graph = tf.compat.v1.get_default_graph
 _PolymorphicFunction = tf.types.experimental.PolymorphicFunction
@@ -271,7 +272,7 @@ class _Run:
       with context.CrossReplicaFromReplica(self.strategy), \
           _device(None), _maybe_device(self.caller_device), \
           _control_dependencies(self.control_deps), \
-          _tf_private.stop_recording():
+          _tf_private.stop_recording(), reentered_variable_scope():
         result = merge_fn(self.strategy, *merged_args, **merged_kwargs)
     except BaseException as e:
       self.fail(e)

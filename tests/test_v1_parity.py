@@ -199,3 +199,40 @@ def test_variable_device_and_colocation_match_native(config):
   ours = _variable_placements(make_ours, config)
   assert ours == _variable_placements(make_native, config)
   assert ("weights/Momentum", ours[0][1], [b"loc:@weights"]) in ours
+
+
+def _merge_fn_op_names(make, config, in_function):
+  """Names of ops a replica function and its merge_fn make, under a name
+  scope and then under a (non-root) v1 variable scope."""
+  names = []
+
+  def merge_fn(unused_strategy, x):
+    names.append(tf.constant(1.0, name="merged").op.name)
+    return x
+
+  def replica_fn():
+    with tf.name_scope("outer"):
+      names.append(tf.constant(0.0, name="replica").op.name)
+      tf.distribute.get_replica_context().merge_call(merge_fn, args=(1.0,))
+    with tf.compat.v1.variable_scope("vs"), tf.name_scope("inner"):
+      tf.distribute.get_replica_context().merge_call(merge_fn, args=(1.0,))
+
+  if in_function:
+    strategy = make(config)
+    tf.function(lambda: strategy.run(replica_fn)).get_concrete_function()
+  else:
+    with tf.Graph().as_default():
+      make(config).run(replica_fn)
+  return names
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize("in_function", [False, True],
+                         ids=["graph", "function"])
+def test_merge_fn_op_names_match_native(config, in_function):
+  # CentralStorage runs merge_fn in the replica's variable scope entered
+  # again, which adds the variable scope's name to the name scope.
+  ours = _merge_fn_op_names(make_ours, config, in_function)
+  assert ours == _merge_fn_op_names(make_native, config, in_function)
+  expected = "inner/merged" if config == "one_device" else "inner/vs/merged"
+  assert ours[-1] == "vs/" + expected
