@@ -153,9 +153,10 @@ class AggregatingVariable(tf.Variable, tf.__internal__.types.Tensor):
     variable._distributed_container = weakref.ref(self)  # pylint: disable=protected-access
 
   def __getattr__(self, name: str) -> Any:
-    # Everything not defined here (private TF variable internals) is the
-    # wrapped variable's; dunders and Trackable's own state stay ours.
-    if name.startswith("__") or name.startswith("_self_") or name == "_v":
+    # Everything not defined here (private TF variable internals and
+    # Trackable's state, e.g. the restore uid that keeps a checkpoint from
+    # restoring a variable twice) is the wrapped variable's, as in TF.
+    if name.startswith("__") or name == "_v":
       raise AttributeError(
           f"{type(self).__name__!r} object has no attribute {name!r}")
     return getattr(self._v, name)

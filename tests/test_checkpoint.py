@@ -312,3 +312,27 @@ def test_mismatched_shape_raises_tfs_own_error(tmp_path, spec):
   frame = traceback.extract_tb(ours.__traceback__)[-1]
   assert f"{os.sep}tensorflow{os.sep}" in frame.filename, frame
   assert os.path.exists(path + ".index")
+
+
+def _initialized_from_checkpoint(spec, path):
+  """Value of a variable made from a checkpoint's value, assigned, then
+  attached to the checkpoint (which must not restore it a second time)."""
+  with strategies.make(spec).scope():
+    checkpoint = tf.train.Checkpoint()
+    checkpoint.restore(path)
+    variable = tf.Variable(checkpoint._preload_simple_restoration("v"))  # pylint: disable=protected-access
+    initial = variable.numpy().tolist()
+    variable.assign(tf.zeros([3]))
+    checkpoint.v = variable
+    return initial, variable.numpy().tolist()
+
+
+@pytest.mark.parametrize("spec", ["one_device", "central_storage/1",
+                                  "central_storage/2"])
+def test_variable_initialized_from_checkpoint_is_not_restored_again(
+    tmp_path, spec):
+  path = tf.train.Checkpoint(v=tf.Variable(tf.ones([3]))).save(
+      str(tmp_path / "ckpt"))
+  ours = _initialized_from_checkpoint("ours/" + spec, path)
+  assert ours == _initialized_from_checkpoint("native/" + spec, path)
+  assert ours == ([1.0, 1.0, 1.0], [0.0, 0.0, 0.0])
