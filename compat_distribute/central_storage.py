@@ -116,6 +116,7 @@ class CentralStorageExtended(extended_lib.Extended):
   """``strategy.extended`` of ``CentralStorageStrategy``."""
 
   _between_graph = True  # what TensorFlow's reports for this strategy
+  _isolates_session_state = True  # TensorFlow's does, on one machine
   # experimental_distribute_values_from_function wraps even one replica's
   # value in a PerReplica, as TensorFlow's CentralStorageStrategy does.
   _wrap_single_replica_values = True

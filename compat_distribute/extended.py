@@ -8,7 +8,7 @@ object, as in TensorFlow, so it derives from the v1 class (which is itself a
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 import tensorflow as tf
 
@@ -88,6 +88,22 @@ class Extended(tf.compat.v1.distribute.StrategyExtended):
 
   def _container_strategy(self) -> Any:
     return self._container_strategy_weakref()
+
+  def _update_config_proto(self, config_proto: Any) -> Any:
+    """What ``strategy.update_config_proto`` returns: a copy of
+    ``config_proto`` whose ``device_count`` lets a ``tf.compat.v1.Session``
+    create every device the strategy uses, and with
+    ``isolate_session_state`` set where TensorFlow's strategy sets it."""
+    updated = tf.compat.v1.ConfigProto()
+    updated.CopyFrom(config_proto)
+    used = list(self.worker_devices) + list(self.parameter_devices)
+    input_device = getattr(self, "_input_device", None)
+    if input_device:
+      used.append(input_device)
+    _count_devices(updated, used)
+    if self._isolates_session_state:
+      updated.isolate_session_state = True
+    return updated
 
   @property
   def worker_devices(self) -> tuple[str, ...]:
@@ -282,6 +298,7 @@ class Extended(tf.compat.v1.distribute.StrategyExtended):
   # Owned by the v1 facade's helper; strategies may override the `_` hooks.
 
   _between_graph = False  # see experimental_between_graph
+  _isolates_session_state = False  # see _update_config_proto
 
   def read_var(self, v: Any) -> tf.Tensor:
     """The value of variable ``v`` as a tensor.
@@ -409,3 +426,19 @@ def _check_destinations(destinations: Any, method: str) -> None:
 def _current_device() -> str:
   """The device of the innermost ``tf.device`` scope, or ``''``."""
   return _tf_private.current_device()
+
+
+def _count_devices(config: Any, devices: Iterable[str]) -> None:
+  """Raises ``config.device_count`` so that every local device in
+  ``devices`` exists in a session; never lowers a count."""
+  needed: dict[str, int] = {}
+  for device in devices:
+    spec = tf.DeviceSpec.from_string(device)
+    if spec.job not in (None, "localhost") or not spec.device_type:
+      continue
+    kind = spec.device_type.upper()
+    needed[kind] = max(needed.get(kind, 0), (spec.device_index or 0) + 1)
+  for kind, count in needed.items():
+    configured = len(_tf_private.list_logical_devices(kind))
+    current = config.device_count.get(kind, 0)
+    config.device_count[kind] = max(count, configured, current)

@@ -14,8 +14,6 @@ CentralStorageStrategy(compute_devices=['/job:localhost/replica:0/task:0/device:
 """
 from __future__ import annotations
 
-from typing import Any
-
 import tensorflow as tf
 
 from compat_distribute import central_storage
@@ -47,10 +45,3 @@ class CentralStorageStrategy(
     parameter_device: where variables live; None means the CPU (or the only
       compute device).
   """
-
-  def update_config_proto(self, config_proto: Any) -> Any:
-    """As ``Strategy.update_config_proto``; also isolates session state, as
-    TensorFlow does for this strategy."""
-    updated = super().update_config_proto(config_proto)
-    updated.isolate_session_state = True
-    return updated

@@ -58,6 +58,23 @@ class StrategyMethods:
   def __repr__(self) -> str:
     return f"{type(self).__name__}()"
 
+  def update_config_proto(self, config_proto: Any) -> Any:
+    """A modified copy of ``config_proto`` for running this strategy in a
+    ``tf.compat.v1.Session``; ``config_proto`` itself is left unchanged.
+
+    Unlike TensorFlow's, the copy's ``device_count`` makes the session create
+    every device the strategy uses (e.g. ``{"CPU": 4}`` for ``/cpu:3``);
+    ``CentralStorageStrategy`` also sets ``isolate_session_state``, as
+    TensorFlow's does.
+    """
+    if not isinstance(config_proto, tf.compat.v1.ConfigProto):
+      raise TypeError(
+          "update_config_proto expects a tf.compat.v1.ConfigProto, got "
+          f"{config_proto!r} of type {type(config_proto).__name__}. Pass "
+          "tf.compat.v1.ConfigProto() (or your session's config) and give "
+          "the returned copy to tf.compat.v1.Session(config=...).")
+    return self._extended._update_config_proto(config_proto)  # pylint: disable=protected-access
+
   def __deepcopy__(self, memo: dict) -> Any:
     """A new strategy with the same configuration (its own scope and
     variables), as TensorFlow's deep copy gives."""

@@ -19,11 +19,10 @@ True
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Optional
 
 import tensorflow as tf
 
-from compat_distribute import _tf_private
 from compat_distribute import strategy as strategy_lib
 from compat_distribute import strategy_iterators
 
@@ -65,29 +64,6 @@ class StrategyV1Methods:
 
   # -- session configuration --------------------------------------------------
 
-  def update_config_proto(self, config_proto: Any) -> Any:
-    """A modified copy of ``config_proto`` for running this strategy in a
-    ``tf.compat.v1.Session``; ``config_proto`` itself is left unchanged.
-
-    Unlike TensorFlow's, the copy's ``device_count`` makes the session create
-    every device the strategy uses (e.g. ``{"CPU": 4}`` for ``/cpu:3``).
-    """
-    if not isinstance(config_proto, tf.compat.v1.ConfigProto):
-      raise TypeError(
-          "update_config_proto expects a tf.compat.v1.ConfigProto, got "
-          f"{config_proto!r} of type {type(config_proto).__name__}. Pass "
-          "tf.compat.v1.ConfigProto() (or your session's config) and give "
-          "the returned copy to tf.compat.v1.Session(config=...).")
-    updated = tf.compat.v1.ConfigProto()
-    updated.CopyFrom(config_proto)
-    extended = self._extended
-    used = list(extended.worker_devices) + list(extended.parameter_devices)
-    input_device = getattr(extended, "_input_device", None)
-    if input_device:
-      used.append(input_device)
-    _count_devices(updated, used)
-    return updated
-
   def configure(self, session_config: Optional[Any] = None,
                 cluster_spec: Any = None, task_type: Optional[str] = None,
                 task_id: Optional[int] = None) -> None:
@@ -104,22 +80,6 @@ class StrategyV1Methods:
           "use a multi-worker strategy for a cluster.")
     if session_config is not None:
       session_config.CopyFrom(self.update_config_proto(session_config))
-
-
-def _count_devices(config: Any, devices: Iterable[str]) -> None:
-  """Raises ``config.device_count`` so that every local device in
-  ``devices`` exists in a session; never lowers a count."""
-  needed: dict[str, int] = {}
-  for device in devices:
-    spec = tf.DeviceSpec.from_string(device)
-    if spec.job not in (None, "localhost") or not spec.device_type:
-      continue
-    kind = spec.device_type.upper()
-    needed[kind] = max(needed.get(kind, 0), (spec.device_index or 0) + 1)
-  for kind, count in needed.items():
-    configured = len(_tf_private.list_logical_devices(kind))
-    current = config.device_count.get(kind, 0)
-    config.device_count[kind] = max(count, configured, current)
 
 
 class Strategy(StrategyV1Methods, strategy_iterators.IteratorMethods,

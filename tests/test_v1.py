@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from compat_distribute import strategy as strategy_lib
 from compat_distribute import v1
+from compat_distribute import v2
 from conftest import cpu
 import v1_support as sup
 from v1_support import CONFIGS, make_native, make_ours
@@ -199,6 +200,29 @@ def test_update_config_proto_returns_modified_copy(config):
   assert updated.device_count["CPU"] == 4  # the 4 logical CPUs, never fewer
   # Everything native sets is set the same way; only device_count differs.
   expected = native.update_config_proto(original)
+  expected.device_count["CPU"] = updated.device_count["CPU"]
+  assert updated == expected
+
+
+V2_PAIRS = {
+    "one_device": (lambda: v2.OneDeviceStrategy(cpu(1)),
+                   lambda: tf.distribute.OneDeviceStrategy(cpu(1))),
+    "central_storage/2": (
+        lambda: v2.experimental.CentralStorageStrategy([cpu(0), cpu(1)]),
+        lambda: tf.distribute.experimental.CentralStorageStrategy(
+            [cpu(0), cpu(1)])),
+}
+
+
+@pytest.mark.parametrize("config", sorted(V2_PAIRS))
+def test_v2_update_config_proto_matches_native(config):
+  # The v2 classes have update_config_proto too (TF's StrategyBase):
+  # CentralStorage isolates session state there as well.
+  make_ours_v2, make_native_v2 = V2_PAIRS[config]
+  original = tf.compat.v1.ConfigProto(allow_soft_placement=True)
+  updated = make_ours_v2().update_config_proto(original)
+  expected = make_native_v2().update_config_proto(original)
+  assert updated.isolate_session_state == (config != "one_device")
   expected.device_count["CPU"] = updated.device_count["CPU"]
   assert updated == expected
 
