@@ -75,6 +75,32 @@ class StrategyMethods:
           "the returned copy to tf.compat.v1.Session(config=...).")
     return self._extended._update_config_proto(config_proto)  # pylint: disable=protected-access
 
+  def unwrap(self, value: Any) -> tuple[Any, ...]:
+    """Deprecated name of ``experimental_local_results``."""
+    warn_deprecated_once("Strategy.unwrap",
+                         "Strategy.experimental_local_results")
+    return self.experimental_local_results(value)
+
+  def colocate_vars_with(self, colocate_with_variable: Any) -> Any:
+    """Deprecated spelling of ``strategy.extended.colocate_vars_with``."""
+    return self._extended.colocate_vars_with(colocate_with_variable)
+
+  def configure(self, session_config: Optional[Any] = None,
+                cluster_spec: Any = None, task_type: Optional[str] = None,
+                task_id: Optional[int] = None) -> None:
+    """Deprecated: updates ``session_config`` in place with
+    ``update_config_proto``.  These strategies run on one machine, so a
+    cluster cannot be given."""
+    warn_deprecated_once("Strategy.configure", "Strategy.update_config_proto")
+    if cluster_spec or task_type is not None or task_id is not None:
+      raise ValueError(
+          f"{self!r} runs on one machine and takes no cluster, got "
+          f"cluster_spec={cluster_spec!r}, task_type={task_type!r}, "
+          f"task_id={task_id!r}. Call configure(session_config=...) only, or "
+          "use a multi-worker strategy for a cluster.")
+    if session_config is not None:
+      session_config.CopyFrom(self.update_config_proto(session_config))
+
   def __deepcopy__(self, memo: dict) -> Any:
     """A new strategy with the same configuration (its own scope and
     variables), as TensorFlow's deep copy gives."""

@@ -44,42 +44,13 @@ class StrategyV1Methods:
     return self._extended.experimental_make_numpy_dataset(numpy_input,
                                                           session=session)
 
-  # -- reducing and results ---------------------------------------------------
+  # -- reducing ----------------------------------------------------------------
 
   def reduce(self, reduce_op: Any, value: Any,
              axis: Optional[int] = None) -> Any:
     """``Strategy.reduce``; in the v1 API ``axis`` defaults to None (reduce
     across replicas only)."""
     return strategy_lib.StrategyMethods.reduce(self, reduce_op, value, axis)
-
-  def unwrap(self, value: Any) -> tuple[Any, ...]:
-    """Deprecated name of ``experimental_local_results``."""
-    strategy_lib.warn_deprecated_once("Strategy.unwrap",
-                                      "Strategy.experimental_local_results")
-    return self.experimental_local_results(value)
-
-  def colocate_vars_with(self, colocate_with_variable: Any) -> Any:
-    """Deprecated spelling of ``strategy.extended.colocate_vars_with``."""
-    return self._extended.colocate_vars_with(colocate_with_variable)
-
-  # -- session configuration --------------------------------------------------
-
-  def configure(self, session_config: Optional[Any] = None,
-                cluster_spec: Any = None, task_type: Optional[str] = None,
-                task_id: Optional[int] = None) -> None:
-    """Deprecated: updates ``session_config`` in place with
-    ``update_config_proto``.  These strategies run on one machine, so a
-    cluster cannot be given."""
-    strategy_lib.warn_deprecated_once("Strategy.configure",
-                                      "Strategy.update_config_proto")
-    if cluster_spec or task_type is not None or task_id is not None:
-      raise ValueError(
-          f"{self!r} runs on one machine and takes no cluster, got "
-          f"cluster_spec={cluster_spec!r}, task_type={task_type!r}, "
-          f"task_id={task_id!r}. Call configure(session_config=...) only, or "
-          "use a multi-worker strategy for a cluster.")
-    if session_config is not None:
-      session_config.CopyFrom(self.update_config_proto(session_config))
 
 
 class Strategy(StrategyV1Methods, strategy_iterators.IteratorMethods,

@@ -295,6 +295,13 @@ def test_instances_of_tensorflows_concrete_class_running_none_of_its_code(
       continue
     owner = next(c for c in type(ours).__mro__ if name in vars(c))
     assert owner.__module__.startswith("compat_distribute"), (name, owner)
+  # Nor may any public method of TensorFlow's base classes (v2 strategies
+  # have configure, update_config_proto, unwrap... from StrategyBase).
+  for base in native_cls.__mro__:
+    for name in vars(base):
+      if not name.startswith("_"):
+        owner = next(c for c in type(ours).__mro__ if name in vars(c))
+        assert owner.__module__.startswith("compat_distribute"), (name, owner)
 
 
 def test_from_num_gpus_as_tensorflows_tests_use_it():

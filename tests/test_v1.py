@@ -227,6 +227,17 @@ def test_v2_update_config_proto_matches_native(config):
   assert updated == expected
 
 
+@pytest.mark.parametrize("config", sorted(V2_PAIRS))
+def test_v2_configure_updates_in_place_as_native(config):
+  make_ours_v2, make_native_v2 = V2_PAIRS[config]
+  ours, native = tf.compat.v1.ConfigProto(), tf.compat.v1.ConfigProto()
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    make_ours_v2().configure(ours)
+  make_native_v2().configure(native)
+  assert ours.isolate_session_state == native.isolate_session_state
+
+
 def test_update_config_proto_counts_devices_the_strategy_uses():
   s = v1.OneDeviceStrategy("/cpu:3")
   assert dict(s.update_config_proto(
