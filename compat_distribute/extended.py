@@ -190,9 +190,13 @@ class Extended(tf.compat.v1.distribute.StrategyExtended):
     return (value,)
 
   def _group(self, value: Any, name: Optional[str] = None) -> Any:
-    flat = [tf.nest.flatten(v) for v in self._local_results(value)]
-    ops = [x for group in flat for x in group if x is not None]
-    return tf.group(*ops, name=name)
+    flat = tf.nest.flatten(self._local_results(value))
+    if len(flat) == 1 and name is None:
+      # TensorFlow's shortcut: a single op (or the op of a single tensor or
+      # variable in a graph) comes back as it is; eagerly, the value.
+      only = flat[0]
+      return only.op if hasattr(only, "op") else only
+    return tf.group(*[x for x in flat if x is not None], name=name)
 
   # -- reduction ------------------------------------------------------------
 

@@ -268,7 +268,9 @@ def test_local_results_gather_group():
   assert_same(ours, native)
   ours_s = distribute.OneDeviceStrategy(DEVICE)
   assert isinstance(ours_s.experimental_local_results(3), tuple)
-  assert ours_s.group(tf.constant(1)) is None  # eager tf.group returns None
+  one = tf.constant(1)
+  assert ours_s.group(one) is one  # one value comes back itself, as in TF
+  assert ours_s.group([one, one]) is None  # eager tf.group returns None
 
 
 def test_extended_reduce_to_update_value_container(mode):

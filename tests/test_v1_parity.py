@@ -236,3 +236,34 @@ def test_merge_fn_op_names_match_native(config, in_function):
   assert ours == _merge_fn_op_names(make_native, config, in_function)
   expected = "inner/merged" if config == "one_device" else "inner/vs/merged"
   assert ours[-1] == "vs/" + expected
+
+
+def _grouped(make, config, graph_mode):
+  """What ``strategy.group`` returns for one op, one tensor, one replica
+  result and two tensors: whether it is the value (or its op) itself."""
+  graph = tf.Graph()
+  with (graph.as_default() if graph_mode else tf.init_scope()):
+    strategy = make(config)
+    with strategy.scope():
+      v = tf.Variable(0.0)
+    t = tf.constant(1.0)
+    op = t.op if graph_mode else None
+    single = strategy.run(lambda: tf.identity(t))
+    results = []
+    for value in ([t] if graph_mode else [t, v]):
+      got = strategy.group(value)
+      results.append(got is (value.op if graph_mode else value))
+    if graph_mode:
+      results.append(strategy.group(op) is op)
+    got = strategy.group(single)
+    results.append(type(got).__name__ if got is not None else None)
+    results.append(strategy.group([t, t]) is None)
+    return results
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize("graph_mode", [True, False], ids=["graph", "eager"])
+def test_group_of_one_value_returns_it_as_native(config, graph_mode):
+  ours = _grouped(make_ours, config, graph_mode)
+  assert ours == _grouped(make_native, config, graph_mode)
+  assert ours[0]  # the single value (graph: its op) comes back itself
