@@ -156,6 +156,7 @@ def exit_scope(token: Optional[list[Any]], finish_all: bool = True) -> None:
     if tf.compat.v1.get_variable_scope() is not token[5]:
       error = _nesting_error("Variable", "tf.compat.v1.variable_scope")
       if not finish_all:
+        _leave_graph_of(var_scope)
         raise error
     token[5] = None
   if var_scope is not None and error is None:
@@ -189,6 +190,24 @@ def exit_scope(token: Optional[list[Any]], finish_all: bool = True) -> None:
     error = error or e
   if error is not None:
     raise error
+
+
+def _leave_graph_of(var_scope: Any) -> None:
+  """Undoes the default-graph push of a variable scope that cannot be
+  exited yet.
+
+  Entered in a TF1 graph, a ``tf.compat.v1.variable_scope`` also makes that
+  graph the default, and its exit pops the graph even when the variable
+  scope itself is still nested (TensorFlow's strategy scope fails the same
+  way), so leaving the user's ``with graph.as_default()`` block leaves no
+  graph behind.  The variable-scope part fails without changing anything
+  and completes when the strategy scope is exited again (the graph part is
+  then already done).
+  """
+  try:
+    var_scope.__exit__(None, None, None)
+  except RuntimeError:
+    pass
 
 
 def _nesting_error(kind: str, api: str) -> RuntimeError:

@@ -108,7 +108,28 @@ def test_open_variable_scope_makes_exit_fail_in_a_graph(kind):
       assert tf.distribute.get_strategy() is strategy
     scope.__exit__(None, None, None)
     _assert_default_state()
+    # The strategy's variable scope (its partitioner getter) is gone too.
+    assert tf.compat.v1.get_variable_scope().custom_getter is None
   _assert_default_state()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_failed_exit_inside_variable_scope_leaves_nothing_after_the_graph(
+    kind):
+  # TensorFlow's testScopeVarScopeNestingError: the failed exit is not
+  # retried; once the graph block ends, the thread is in the default state
+  # with the graph that was default before.
+  for _, strategy in _both(kind):
+    outer_graph = tf.compat.v1.get_default_graph()
+    with tf.Graph().as_default() as graph:
+      scope = strategy.scope()
+      scope.__enter__()
+      with tf.compat.v1.variable_scope("AA"):
+        with pytest.raises(RuntimeError, match="Variable scope nesting error"):
+          scope.__exit__(None, None, None)
+      assert tf.compat.v1.get_default_graph() is graph
+    assert tf.compat.v1.get_default_graph() is outer_graph
+    _assert_default_state()
 
 
 def test_balanced_exit_inside_variable_scope_is_fine():
