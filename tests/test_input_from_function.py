@@ -188,3 +188,49 @@ def test_distribute_values_context_and_wrapping():
                                                    value_fn).values == (0,)
   with pytest.raises(TypeError, match="callable value_fn"):
     input_lib.distribute_values_from_function(FakeExtended(2), 3)
+
+
+def _steps_with_flag(strategy, flag, dataset_fn, how):
+  """Every step's local results, read with ``how`` after setting ``flag``
+  on ``strategy.extended`` (None: no flag)."""
+  if flag is not None:
+    setattr(strategy.extended, flag, True)
+  dist = strategy.distribute_datasets_from_function(dataset_fn)
+  local = lambda step: [x.numpy().tolist()  # pylint: disable=g-long-lambda
+                        for x in strategy.experimental_local_results(step)]
+  if how == "for":
+    return [local(step) for step in dist]
+  iterator = iter(dist)
+  read = tf.function(lambda it: it.get_next()) if how == "function" else next
+  steps = []
+  while True:
+    try:
+      steps.append(local(read(iterator)))
+    except (StopIteration, tf.errors.OutOfRangeError):
+      return steps
+
+
+@pytest.mark.parametrize("how", ["for", "next", "function"])
+@pytest.mark.parametrize("flag", [
+    None, "experimental_enable_get_next_as_optional",
+    "enable_partial_batch_handling"])
+@pytest.mark.parametrize("dataset", ["partial", "static", "infinite"])
+def test_partial_batch_flag_on_extended_as_native(how, flag, dataset):
+  # TensorFlow's input tests switch partial-round handling on through
+  # strategy.extended: then a last incomplete round is returned (with empty
+  # batches) unless every shape is static or the input is infinite.
+  fn = {
+      "partial": lambda _: tf.data.Dataset.range(9).batch(2),
+      "static": lambda _: tf.data.Dataset.range(9).batch(
+          2, drop_remainder=True),
+      "infinite": lambda _: tf.data.Dataset.range(3).repeat().batch(2),
+  }[dataset]
+  if dataset == "infinite":
+    fn = (lambda inner: lambda ctx: inner(ctx).take(5))(fn)
+  from compat_distribute import v2  # pylint: disable=g-import-not-at-top
+  ours = _steps_with_flag(
+      v2.experimental.CentralStorageStrategy([cpu(0), cpu(1)]), flag, fn, how)
+  expected = _steps_with_flag(native(2), flag, fn, how)
+  assert ours == expected
+  if dataset == "partial" and flag:
+    assert ours[-1] == [[8], []]

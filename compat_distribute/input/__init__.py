@@ -64,7 +64,11 @@ def distribute_datasets_from_function(extended: Any,
   settings = options_lib.settings_from(options, method)
   dataset = build.call_input_fn(extended, dataset_fn, method)
   layout, host = build.stream_pipeline(extended, dataset, settings)
-  return DistributedDataset(layout, host, build.cardinality(dataset))
+  cardinality = build.cardinality(dataset)
+  return DistributedDataset(
+      layout, host, cardinality,
+      partial_rounds=build.partial_rounds_wanted(extended, dataset,
+                                                 cardinality))
 
 
 def make_numpy_dataset(extended: Any, numpy_input: Any,

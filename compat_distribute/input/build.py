@@ -74,6 +74,43 @@ def cardinality(dataset: tf.data.Dataset) -> Any:
   return dataset.cardinality().numpy()
 
 
+def partial_rounds_wanted(extended: Any, dataset: tf.data.Dataset,
+                          cardinality: Any) -> bool:
+  """Whether iterating eagerly gives a last incomplete round of a
+  ``"stream"`` pipeline, with empty values for the replicas that got none,
+  instead of ending before it.
+
+  TensorFlow's rule: only when the strategy's ``extended`` has
+  ``enable_partial_batch_handling`` (or, if that is absent,
+  ``experimental_enable_get_next_as_optional``) set, the input is not
+  known to be infinite and its elements' shapes are not all static (for
+  ragged and sparse parts, the batch dimension).
+
+  >>> from compat_distribute import v2 as distribute
+  >>> extended = distribute.OneDeviceStrategy("/cpu:0").extended
+  >>> extended.enable_partial_batch_handling = True
+  >>> partial_rounds_wanted(extended, tf.data.Dataset.range(9).batch(2), 5)
+  True
+  """
+  enabled = getattr(extended, "enable_partial_batch_handling",
+                    getattr(extended,
+                            "experimental_enable_get_next_as_optional", False))
+  if not enabled or cardinality == tf.data.INFINITE_CARDINALITY:
+    return False
+  return not _has_static_shapes(dataset.element_spec)
+
+
+def _has_static_shapes(element_spec: Any) -> bool:
+  for spec in tf.nest.flatten(element_spec):
+    if isinstance(spec, (tf.SparseTensorSpec, tf.RaggedTensorSpec)):
+      if spec.shape.rank and spec.shape[0] is None:
+        return False
+    elif not all(part.shape.is_fully_defined() for part in
+                 tf.nest.flatten(spec, expand_composites=True)):
+      return False
+  return True
+
+
 def split_pipeline(extended: Any, dataset: tf.data.Dataset,
                    settings: options_lib.InputSettings,
                    method: str) -> tuple[layout_lib.Layout, tf.data.Dataset]:

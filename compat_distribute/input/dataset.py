@@ -45,10 +45,13 @@ class DistributedDataset(tf.distribute.DistributedDataset, _CompositeTensor,
 
   def __init__(self, layout: layout_lib.Layout,  # pylint: disable=super-init-not-called
                host_dataset: tf.data.Dataset,
-               cardinality: Any = tf.data.UNKNOWN_CARDINALITY) -> None:
+               cardinality: Any = tf.data.UNKNOWN_CARDINALITY,
+               partial_rounds: bool = False) -> None:
     self._layout = layout
     self._host = host_dataset
     self._cardinality = cardinality
+    # See build.partial_rounds_wanted (eager iteration only).
+    self._partial_rounds = partial_rounds
 
   def __repr__(self) -> str:
     return (f"DistributedDataset(kind={self._layout.kind!r}, "
@@ -67,9 +70,9 @@ class DistributedDataset(tf.distribute.DistributedDataset, _CompositeTensor,
     with tf.device(self._layout.host):
       host_iterator = iter(self._host)
     static_batch = self._cardinality in (tf.data.INFINITE_CARDINALITY, 0)
-    return iterator_lib.DistributedIterator(self._layout, host_iterator,
-                                            self._host.element_spec,
-                                            static_batch=bool(static_batch))
+    return iterator_lib.DistributedIterator(
+        self._layout, host_iterator, self._host.element_spec,
+        static_batch=bool(static_batch), partial_rounds=self._partial_rounds)
 
   def make_initializable_iterator(self) -> iterator_v1.InputIterator:
     """A v1 input iterator over this dataset, as TensorFlow's v1
@@ -129,14 +132,23 @@ class DistributedDataset(tf.distribute.DistributedDataset, _CompositeTensor,
     spec = self.__dict__.get("_spec")
     if spec is None:
       spec = self._spec = DistributedDatasetSpec(self._layout.as_tuple(),
-                                                 self._host.element_spec)
+                                                 self._host.element_spec,
+                                                 self._partial_rounds)
     return spec
 
 
 class DistributedDatasetSpec(layout_lib.HostBackedSpec):
   """``TypeSpec`` of ``DistributedDataset``: layout plus host element spec."""
 
-  __slots__ = ()
+  __slots__ = ("_partial_rounds",)
+
+  def __init__(self, layout_tuple: tuple[Any, ...], host_spec: Any,
+               partial_rounds: bool = False) -> None:
+    super().__init__(layout_tuple, host_spec)
+    self._partial_rounds = bool(partial_rounds)
+
+  def _serialize(self) -> tuple[Any, ...]:
+    return (self._layout_tuple, self._host_spec, self._partial_rounds)
 
   @property
   def value_type(self) -> type:
@@ -147,7 +159,8 @@ class DistributedDatasetSpec(layout_lib.HostBackedSpec):
     return tf.data.DatasetSpec(self._host_spec)
 
   def _from_components(self, components: Any) -> DistributedDataset:
-    return DistributedDataset(self._layout(), components)
+    return DistributedDataset(self._layout(), components,
+                              partial_rounds=self._partial_rounds)
 
 
 layout_lib.forbid_enumerate_in_tf_function(DistributedDataset)

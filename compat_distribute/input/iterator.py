@@ -48,7 +48,8 @@ class DistributedIterator(tf.distribute.DistributedIterator, _CompositeTensor):
   """
 
   def __init__(self, layout: layout_lib.Layout, host_iterator: Any,  # pylint: disable=super-init-not-called
-               host_spec: Any, static_batch: bool = False) -> None:
+               host_spec: Any, static_batch: bool = False,
+               partial_rounds: bool = False) -> None:
     self._layout = layout
     self._host = host_iterator
     self._host_spec = host_spec
@@ -56,8 +57,12 @@ class DistributedIterator(tf.distribute.DistributedIterator, _CompositeTensor):
     # inside a graph, get_next_as_optional then keeps the static batch
     # dimension, as TensorFlow does.
     self._static_batch = bool(static_batch)
-    self._reader = fast_path.EagerReader.create(layout, host_iterator,
-                                                host_spec)
+    # get_next returns a last incomplete "stream" round (with empty values
+    # for replicas without data) instead of ending the input: see
+    # build.partial_rounds_wanted.
+    self._partial_rounds = partial_rounds and layout.kind == "stream"
+    self._reader = None if self._partial_rounds else (
+        fast_path.EagerReader.create(layout, host_iterator, host_spec))
 
   def __repr__(self) -> str:
     return (f"DistributedIterator(kind={self._layout.kind!r}, "
@@ -88,7 +93,26 @@ class DistributedIterator(tf.distribute.DistributedIterator, _CompositeTensor):
     if (self._reader is not None and
         tf.config.experimental.get_synchronous_execution()):
       return self._reader.next_step()
+    if self._partial_rounds:
+      return self._next_with_partial_round()
     return fetch.next_step(self._layout, self._host.get_next)
+
+  def _next_with_partial_round(self) -> Any:
+    optional = self.get_next_as_optional()
+    if tf.executing_eagerly():
+      if not optional.has_value():
+        raise tf.errors.OutOfRangeError(None, None, "End of sequence")
+      return optional.get_value()
+    has_value = tf.cond(optional.has_value(), lambda: tf.constant(True),
+                        self._end_of_input)
+    with tf.control_dependencies([has_value]):
+      return optional.get_value()
+
+  def _end_of_input(self) -> tf.Tensor:
+    # Reading the exhausted host iterator raises OutOfRangeError when run.
+    with tf.control_dependencies(
+        tf.nest.flatten(self._host.get_next(), expand_composites=True)):
+      return tf.constant(False)
 
   def get_next_as_optional(self) -> tf.experimental.Optional:
     """The next step's input as an Optional (empty at the end).
@@ -115,22 +139,26 @@ class DistributedIterator(tf.distribute.DistributedIterator, _CompositeTensor):
     if spec is None:
       spec = self._spec = DistributedIteratorSpec(self._layout.as_tuple(),
                                                   self._host_spec,
-                                                  self._static_batch)
+                                                  self._static_batch,
+                                                  self._partial_rounds)
     return spec
 
 
 class DistributedIteratorSpec(layout_lib.HostBackedSpec):
   """``TypeSpec`` of ``DistributedIterator``: layout plus host element spec."""
 
-  __slots__ = ("_static_batch",)
+  __slots__ = ("_static_batch", "_partial_rounds")
 
   def __init__(self, layout_tuple: tuple[Any, ...], host_spec: Any,
-               static_batch: bool = False) -> None:
+               static_batch: bool = False,
+               partial_rounds: bool = False) -> None:
     super().__init__(layout_tuple, host_spec)
     self._static_batch = bool(static_batch)
+    self._partial_rounds = bool(partial_rounds)
 
   def _serialize(self) -> tuple[Any, ...]:
-    return (self._layout_tuple, self._host_spec, self._static_batch)
+    return (self._layout_tuple, self._host_spec, self._static_batch,
+            self._partial_rounds)
 
   @property
   def value_type(self) -> type:
@@ -142,7 +170,8 @@ class DistributedIteratorSpec(layout_lib.HostBackedSpec):
 
   def _from_components(self, components: Any) -> DistributedIterator:
     return DistributedIterator(self._layout(), components,
-                               self._host_spec, self._static_batch)
+                               self._host_spec, self._static_batch,
+                               self._partial_rounds)
 
 
 layout_lib.forbid_enumerate_in_tf_function(DistributedIterator)
