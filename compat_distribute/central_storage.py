@@ -105,7 +105,9 @@ class _OnlyReplicaContext(ReplicaContext):
     try:
       with _tf_private.device(None), _tf_private.device(
           self._caller_device or None), reentered_variable_scope():
-        return super()._merge_call(merge_fn, args, kwargs)
+        result = super()._merge_call(merge_fn, values_lib.regroup([args]),
+                                     values_lib.regroup([kwargs]))
+      return values_lib.select_replica(0, result)
     except BaseException as e:
       if self.merge_error is None:
         self.merge_error = e
@@ -186,7 +188,9 @@ class CentralStorageExtended(extended_lib.Extended):
         lambda: self._run_one_replica(replica_context, fn, args, kwargs))
     if replica_context.merge_error is not None:  # caught by the replica fn
       raise replica_context.merge_error
-    return result
+    # Regrouped as with several replicas (TensorFlow runs one replica the
+    # same way): lists and tuples come back plain.
+    return values_lib.regroup([result])
 
   # -- reduction ------------------------------------------------------------
 

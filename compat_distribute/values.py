@@ -239,13 +239,17 @@ def regroup(per_replica: Sequence[Any], wrap: type = PerReplica) -> Any:
   """
   first = per_replica[0]
   if isinstance(first, (list, tuple)) and not isinstance(first, _CompositeTensor):
-    _check_same_type(per_replica)
+    # As TensorFlow: sequences come back as plain lists and tuples (a
+    # subclass, a tracking ListWrapper or a wrapt proxy is not rebuilt),
+    # namedtuples through their own _make.
+    kind = list if isinstance(first, list) else tuple
+    _check_same_kind(per_replica, kind)
     _check_same_length(per_replica)
-    grouped = [regroup([v[i] for v in per_replica], wrap)
-               for i in range(len(first))]
-    if hasattr(first, "_fields"):  # namedtuple
-      return type(first)(*grouped)
-    return type(first)(grouped)
+    grouped = kind(regroup([v[i] for v in per_replica], wrap)
+                   for i in range(len(first)))
+    if kind is tuple and hasattr(first, "_fields"):  # namedtuple
+      return first._make(grouped)
+    return grouped
   if isinstance(first, abc.Mapping):
     keys = set(first)
     for other in per_replica[1:]:
@@ -255,19 +259,18 @@ def regroup(per_replica: Sequence[Any], wrap: type = PerReplica) -> Any:
             f"{sorted(map(str, keys))} and {sorted(map(str, other))}. Every "
             "replica must return the same structure.")
     return type(first)(
-        (k, regroup([v[k] for v in per_replica], wrap)) for k in first)
+        {k: regroup([v[k] for v in per_replica], wrap) for k in first})
   if all(v is first for v in per_replica[1:]):
     return first
   return wrap(per_replica)
 
 
-def _check_same_type(per_replica: Sequence[Any]) -> None:
-  kinds = [type(v) for v in per_replica]
-  if any(k is not kinds[0] for k in kinds[1:]):
+def _check_same_kind(per_replica: Sequence[Any], kind: type) -> None:
+  if not all(isinstance(v, kind) for v in per_replica[1:]):
     raise StructureMismatchError(
         "Replicas returned different kinds of sequence "
-        f"{[k.__name__ for k in kinds]}. Every replica must return the same "
-        "structure (e.g. all tuples).")
+        f"{[type(v).__name__ for v in per_replica]}. Every replica must "
+        "return the same structure (e.g. all tuples).")
 
 
 def _check_same_length(per_replica: Sequence[Any]) -> None:

@@ -427,3 +427,57 @@ def test_init_scope_in_a_replica_while_tracing_matches_native():
   assert_same(ours[0], native[0])
   assert ours[1] == native[1]
   assert ours[2] and native[2]  # one variable, shared by both replicas
+
+
+# -- regrouping what replicas return -------------------------------------------
+
+class _Pair(tuple):
+  """A tuple subclass whose constructor takes two arguments."""
+
+  def __new__(cls, a, b):
+    return super().__new__(cls, (a, b))
+
+
+class _MyList(list):
+  pass
+
+
+def _returned_structures(strategy, kinds):
+  """Runs replica functions returning sequence subclasses and proxies;
+  records the type names ``run`` gives back (and ``merge_fn`` receives) in
+  ``kinds`` and returns the values."""
+  import collections  # pylint: disable=g-import-not-at-top
+  import wrapt  # pylint: disable=g-import-not-at-top  (a TensorFlow dependency)
+  point = collections.namedtuple("Point", "x y")
+  module = tf.Module()
+  module.tracked = [1.0]  # becomes a tracking ListWrapper
+  values = []
+  for fn in (lambda x: _Pair(x, x + 1.0), lambda x: _MyList([x]),
+             lambda x: wrapt.ObjectProxy(point(x, x * 2.0)),
+             lambda x: module.tracked):
+    out = strategy.run(lambda fn=fn: fn(replica_float()))
+    kinds.append(type(out).__name__)
+    values.append(list(out))
+
+  def merge_fn(unused_strategy, arg):
+    kinds.append(type(arg).__name__)
+
+  strategy.run(lambda: tf.distribute.get_replica_context().merge_call(
+      merge_fn, args=(_MyList([replica_float()]),)))
+  return values
+
+
+@pytest.mark.parametrize("n", REPLICAS)
+def test_sequences_come_back_as_native_rebuilds_them(n, mode):
+  # TensorFlow regroups lists and tuples into plain ones (subclasses and
+  # proxies are not rebuilt); namedtuples through their _make.
+  ours_kinds, native_kinds = [], []
+  ours, native = pair(n)
+  ours_values = run_in_mode(mode,
+                            lambda: _returned_structures(ours, ours_kinds))
+  native_values = run_in_mode(
+      mode, lambda: _returned_structures(native, native_kinds))
+  assert norm(ours_values) == norm(native_values)
+  assert ours_kinds == native_kinds
+  # run's results, then what merge_fn received
+  assert ours_kinds == ["tuple", "list", "Point", "list", "list"]
