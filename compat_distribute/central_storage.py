@@ -119,6 +119,7 @@ class CentralStorageExtended(extended_lib.Extended):
 
   _between_graph = True  # what TensorFlow's reports for this strategy
   _isolates_session_state = True  # TensorFlow's does, on one machine
+  _per_replica_input_is_per_worker = True  # as TensorFlow's
   # experimental_distribute_values_from_function wraps even one replica's
   # value in a PerReplica, as TensorFlow's CentralStorageStrategy does.
   _wrap_single_replica_values = True

@@ -303,6 +303,8 @@ class Extended(tf.compat.v1.distribute.StrategyExtended):
 
   _between_graph = False  # see experimental_between_graph
   _isolates_session_state = False  # see _update_config_proto
+  # distribute_datasets_from_function: see input.options.settings_from.
+  _per_replica_input_is_per_worker = False
 
   def read_var(self, v: Any) -> tf.Tensor:
     """The value of variable ``v`` as a tensor.

@@ -115,6 +115,39 @@ def test_per_replica_mode_not_implemented_like_native():
     ours.experimental_distribute_dataset(_dataset(), options)
 
 
+def _per_replica_options(place, fetch):
+  return tf.distribute.InputOptions(
+      experimental_place_dataset_on_device=place,
+      experimental_fetch_to_device=fetch,
+      experimental_replication_mode=tf.distribute.InputReplicationMode
+      .PER_REPLICA)
+
+
+def test_per_replica_in_central_storage_from_function_as_native():
+  # TensorFlow's CentralStorage rejects placing and fetching together
+  # (ValueError, before anything else) and, fetching to the devices, builds
+  # the one pipeline PER_WORKER builds.
+  ours = distribute.experimental.CentralStorageStrategy([cpu(0), cpu(1)])
+  theirs = tf.distribute.experimental.CentralStorageStrategy([cpu(0), cpu(1)])
+  fn = lambda _: tf.data.Dataset.range(5)
+  results = []
+  for strategy in (ours, theirs):
+    with pytest.raises(ValueError):
+      strategy.distribute_datasets_from_function(
+          fn, _per_replica_options(place=True, fetch=True))
+    dist = strategy.distribute_datasets_from_function(
+        fn, _per_replica_options(place=False, fetch=True))
+    results.append([[(int(t), t.device) for t in
+                     strategy.experimental_local_results(x)] for x in dist])
+  assert results[0] == results[1] == [[(0, cpu(0)), (1, cpu(1))],
+                                      [(2, cpu(0)), (3, cpu(1))]]
+  # TensorFlow's other PER_REPLICA setting hands replica 1 nothing; ours
+  # refuses it.
+  with pytest.raises(NotImplementedError, match="PER_WORKER"):
+    ours.distribute_datasets_from_function(
+        fn, _per_replica_options(place=True, fetch=False))
+
+
 @pytest.mark.parametrize("fetch", [True, False])
 def test_place_dataset_on_device_like_native_one_device(fetch):
   # TensorFlow's OneDeviceStrategy ignores the option in

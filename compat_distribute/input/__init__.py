@@ -61,7 +61,9 @@ def distribute_datasets_from_function(extended: Any,
   with ``InputContext(1, 0, num_replicas)``; its elements go to replicas
   0, 1, ..., n-1, 0, ... in turn."""
   method = "distribute_datasets_from_function"
-  settings = options_lib.settings_from(options, method)
+  settings = options_lib.settings_from(
+      options, method, per_replica_fetch_is_per_worker=getattr(
+          extended, "_per_replica_input_is_per_worker", False))
   dataset = build.call_input_fn(extended, dataset_fn, method)
   layout, host = build.stream_pipeline(extended, dataset, settings)
   cardinality = build.cardinality(dataset)

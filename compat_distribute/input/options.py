@@ -9,7 +9,10 @@ What each field does here (single machine, one input pipeline):
   negative value, such as ``tf.data.AUTOTUNE``, lets tf.data choose, and is
   accepted as TensorFlow accepts it).
 * ``experimental_replication_mode`` -- only ``PER_WORKER`` (one input
-  pipeline for all replicas); ``PER_REPLICA`` raises ``NotImplementedError``.
+  pipeline for all replicas); ``PER_REPLICA`` raises ``NotImplementedError``,
+  except in CentralStorage's ``distribute_datasets_from_function`` with
+  ``experimental_fetch_to_device``, where TensorFlow's builds the same one
+  pipeline (its other ``PER_REPLICA`` settings hand replica 1 no data).
 * ``experimental_place_dataset_on_device`` -- only meaningful with
   ``PER_REPLICA``; setting it raises ``ValueError``, except for
   ``experimental_distribute_dataset`` with one replica, which ignores it as
@@ -48,10 +51,15 @@ class NotInputOptionsError(TypeError, AttributeError):
 
 
 def settings_from(options: Any, method: str,
-                  may_ignore_placement: bool = False) -> InputSettings:
+                  may_ignore_placement: bool = False,
+                  per_replica_fetch_is_per_worker: bool = False
+                  ) -> InputSettings:
   """Validates ``options`` (an ``InputOptions`` or None) for ``method``;
   ``may_ignore_placement`` accepts ``experimental_place_dataset_on_device``
-  (and ignores it).
+  (and ignores it).  ``per_replica_fetch_is_per_worker`` is TensorFlow's
+  CentralStorage ``distribute_datasets_from_function``: it checks the
+  placement options first, and ``PER_REPLICA`` with fetching to the devices
+  (and no placement) builds the same single pipeline as ``PER_WORKER``.
 
   Raises:
     NotInputOptionsError: ``options`` is not a ``tf.distribute.InputOptions``
@@ -60,7 +68,9 @@ def settings_from(options: Any, method: str,
       ``TypeError``, when the dataset is iterated).
     NotImplementedError: ``PER_REPLICA`` replication was asked for.
     ValueError: ``experimental_place_dataset_on_device`` is set and
-      ``may_ignore_placement`` is not.
+      ``may_ignore_placement`` is not, or set together with
+      ``experimental_fetch_to_device`` and ``PER_REPLICA`` (an invalid
+      combination for TensorFlow too).
   """
   if options is None:
     return InputSettings()
@@ -70,6 +80,17 @@ def settings_from(options: Any, method: str,
         f"got {options!r} of type {type(options).__name__}. Build one with "
         "tf.distribute.InputOptions(experimental_fetch_to_device=...).")
   mode = options.experimental_replication_mode
+  per_replica = mode == tf.distribute.InputReplicationMode.PER_REPLICA
+  if per_replica and per_replica_fetch_is_per_worker:
+    if (options.experimental_fetch_to_device and
+        options.experimental_place_dataset_on_device):
+      raise ValueError(
+          f"{method}: experimental_place_dataset_on_device=True cannot be "
+          "combined with experimental_fetch_to_device=True and "
+          "InputReplicationMode.PER_REPLICA (got all three). Set one of the "
+          "two placement options to False.")
+    if options.experimental_fetch_to_device:
+      mode = tf.distribute.InputReplicationMode.PER_WORKER
   if mode != tf.distribute.InputReplicationMode.PER_WORKER:
     raise NotImplementedError(
         f"{method}: experimental_replication_mode={mode!r} is not supported; "
