@@ -61,7 +61,9 @@ Private names used (checked against TensorFlow 2.21.0):
   the default it leaves soft device placement off for the whole process
   (the default is taken from the mode at that moment); strategies made in
   a TF1 graph list devices, so they do it in eager mode (see
-  ``list_logical_devices`` below).
+  ``list_logical_devices`` below).  Replica worker threads also enter it
+  when eager execution is disabled process-wide but ``run`` is called in an
+  eager block: a new thread starts in the process default (graph) mode.
 * ``tensorflow.python.framework.type_spec_registry.register`` -- gives a
   ``TypeSpec`` class a name SavedModel can write and look up again.
   TensorFlow registers its own ``PerReplicaSpec`` with the SavedModel coder;
@@ -175,6 +177,12 @@ def register_type_spec(name: str) -> Any:
   """Class decorator: registers a ``TypeSpec`` subclass under ``name``
   (``"project.TypeName"``) so SavedModel can save and load it."""
   return _type_spec_registry.register(name)
+
+
+def eager_mode() -> Any:
+  """A scope that executes eagerly on the calling thread, even where eager
+  execution is disabled process-wide."""
+  return _eager_context.eager_mode()
 
 
 def list_logical_devices(device_type: Optional[str] = None) -> list[Any]:

@@ -188,6 +188,10 @@ class BorrowedState:
     caller = self._caller
     try:
       self._install_summary_state(caller.summary)
+      if caller.init_eager and not tf.executing_eagerly():
+        # Eager execution is disabled process-wide and the caller is in an
+        # eager block: this thread starts in graph mode; run eagerly too.
+        self._enter(_tf_private.eager_mode())
       if caller.eager:
         self._install(caller.strategy_stack, caller.creators)
         return

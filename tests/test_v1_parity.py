@@ -267,3 +267,24 @@ def test_group_of_one_value_returns_it_as_native(config, graph_mode):
   ours = _grouped(make_ours, config, graph_mode)
   assert ours == _grouped(make_native, config, graph_mode)
   assert ours[0]  # the single value (graph: its op) comes back itself
+
+
+EAGER_BLOCK = (pathlib.Path(__file__).resolve().parent / "fixtures" /
+               "eager_block_in_tf1_process.py")
+
+
+def test_eager_block_in_a_tf1_process_runs_every_replica_eagerly():
+  # With eager execution disabled process-wide, run inside an eager block:
+  # replica threads start in graph mode and must run eagerly anyway.
+  results = {}
+  for impl in ("native", "ours"):
+    done = subprocess.run(
+        [sys.executable, str(EAGER_BLOCK), impl],
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results[impl] = json.loads(done.stdout.strip().splitlines()[-1])
+  assert results["ours"] == results["native"] == {
+      # Python values equal on every replica come back once.
+      "eager_in_replicas": [True], "all_reduce": [3.0, 3.0],
+      "merge_in_init_scope": [True], "variable": 4.0}
