@@ -46,6 +46,12 @@ Private names used (checked against TensorFlow 2.21.0):
   ``merge_fn`` runs once for all replicas, so it must depend on every
   replica's control dependencies at its ``merge_call``, not only replica
   0's.
+* ``Graph._get_control_flow_context()`` -- the TF1 ``while_loop`` / ``cond``
+  being built.  ``experimental_run_steps_on_iterator`` records the context
+  around its loop as ``extended._outer_control_flow_context``, where
+  TensorFlow's v1 metrics (``tf.compat.v1.metrics``) create their value ops
+  so that they are read once after the loop, as with TensorFlow's
+  strategies.
 * ``tensorflow.python.eager.record.stop_recording`` -- pauses the calling
   thread's gradient tapes.  ``merge_fn`` runs on replica 0's thread here
   (TensorFlow runs it on a separate thread, unseen by any replica's tape), so
@@ -311,6 +317,18 @@ def current_control_dependencies(graph: tf.Graph) -> set[Any]:
   set()
   """
   return set(graph._current_control_dependencies())  # pylint: disable=protected-access
+
+
+def control_flow_context() -> Any:
+  """The TF1 control-flow context of the default graph (None eagerly, in
+  a ``tf.function`` or outside any loop or cond).
+
+  >>> control_flow_context() is None
+  True
+  """
+  if _executing_eagerly():
+    return None
+  return _get_default_graph()._get_control_flow_context()  # pylint: disable=protected-access
 
 
 def stop_recording() -> Any:

@@ -385,7 +385,8 @@ class Extended(tf.compat.v1.distribute.StrategyExtended):
                                          iterator: Any, iterations: int = 1,
                                          initial_loop_values: Any = None
                                          ) -> Any:
-    """Not provided: TensorFlow deprecated it in favour of ``run``."""
+    """Not provided (as in TensorFlow, whose ``OneDeviceStrategy`` alone
+    keeps this deprecated API)."""
     raise NotImplementedError(
         "experimental_run_steps_on_iterator is deprecated and not provided "
         f"by {self!r}. Call strategy.run(fn, args=(iterator.get_next(),)) "

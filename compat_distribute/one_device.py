@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from compat_distribute import devices as devices_lib
 from compat_distribute import extended as extended_lib
+from compat_distribute import multi_step
 from compat_distribute import strategy as strategy_lib
 
 
@@ -56,6 +57,16 @@ class OneDeviceExtended(extended_lib.Extended):
     del colocate_with
     return self._update(None, lambda _, *a, **k: fn(*a, **k), args, kwargs,
                         group)
+
+  def experimental_run_steps_on_iterator(self, fn: Callable[..., Any],
+                                         iterator: Any, iterations: Any = 1,
+                                         initial_loop_values: Any = None
+                                         ) -> Any:
+    """Deprecated by TensorFlow (use ``run`` in a loop), kept as its
+    ``OneDeviceStrategy`` keeps it: runs ``fn(context, inputs)``
+    ``iterations`` times in one loop; see ``multi_step.run_steps``."""
+    return multi_step.run_steps(self, fn, iterator, iterations,
+                                initial_loop_values)
 
 
 class OneDeviceMethods:

@@ -335,7 +335,56 @@ def test_update_non_slot(config):
       s.run(lambda: s.extended.update_non_slot(devices, lambda: 1.0))
 
 
-def test_run_steps_on_iterator_points_to_run():
-  s = v1.OneDeviceStrategy("/cpu:0")
-  with pytest.raises(NotImplementedError, match=r"strategy.run"):
-    s.extended.experimental_run_steps_on_iterator(lambda *a: a, None)
+def _run_steps(strategy, graph_mode):
+  """A three-step loop through experimental_run_steps_on_iterator: the
+  variable after it and the last step's outputs."""
+  graph = tf.Graph()
+  with (graph.as_default() if graph_mode else tf.init_scope()):
+    with strategy.scope():
+      v = tf.Variable(0.0)
+      iterator = strategy.make_input_fn_iterator(
+          lambda _: tf.data.Dataset.range(1, 10).map(
+              lambda x: tf.cast(x, tf.float32)))
+
+      def replica_step(context, x):
+        context.set_last_step_output("sum", x, reduce_op="sum")
+        context.set_non_tensor_output("note", "ran")
+        return v.assign_add(x)
+
+      def step(context, x):
+        context.set_last_step_output("x", x)
+        return strategy.extended.call_for_each_replica(
+            replica_step, args=(context, x))
+
+      context = strategy.extended.experimental_run_steps_on_iterator(
+          step, iterator, iterations=3,
+          initial_loop_values={"x": 0.0, "sum": 0.0})
+    if not graph_mode:
+      return (float(v.numpy()), float(context.last_step_outputs["x"]),
+              float(context.last_step_outputs["sum"]),
+              context.non_tensor_outputs["note"])
+    with tf.compat.v1.Session(config=sup.native_session_config(strategy)) as s:
+      s.run([iterator.initializer, tf.compat.v1.global_variables_initializer()])
+      # Fetching the last step's outputs runs the loop (once).
+      outputs = s.run(context.last_step_outputs)
+      return (float(s.run(v)), float(outputs["x"]), float(outputs["sum"]),
+              context.non_tensor_outputs["note"])
+
+
+@pytest.mark.parametrize("graph_mode", [True, False], ids=["graph", "eager"])
+def test_run_steps_on_iterator_as_native_one_device(graph_mode):
+  # TensorFlow's OneDeviceStrategy keeps this deprecated API (TF's
+  # minimize_loss and step_fn tests use it).
+  ours = _run_steps(v1.OneDeviceStrategy("/cpu:0"), graph_mode)
+  native = _run_steps(tf.compat.v1.distribute.OneDeviceStrategy("/cpu:0"),
+                      graph_mode)
+  assert ours == native
+  assert ours == (6.0, 3.0, 3.0, ("ran",))
+
+
+def test_run_steps_on_iterator_not_in_central_storage_as_native():
+  for strategy in (v1.experimental.CentralStorageStrategy([cpu(0), cpu(1)]),
+                   tf.compat.v1.distribute.experimental.CentralStorageStrategy(
+                       [cpu(0), cpu(1)])):
+    with pytest.raises(NotImplementedError):
+      strategy.extended.experimental_run_steps_on_iterator(lambda *a: a, None)
