@@ -288,3 +288,20 @@ def test_eager_block_in_a_tf1_process_runs_every_replica_eagerly():
       # Python values equal on every replica come back once.
       "eager_in_replicas": [True], "all_reduce": [3.0, 3.0],
       "merge_in_init_scope": [True], "variable": 4.0}
+
+
+def _initializer_devices(make, config):
+  with tf.Graph().as_default():
+    strategy = make(config)
+    iterators = [
+        strategy.make_dataset_iterator(tf.data.Dataset.range(8).batch(4)),
+        strategy.make_input_fn_iterator(
+            lambda _: tf.data.Dataset.range(8).batch(2))]
+    return [(it.initializer.type, it.initializer.device) for it in iterators]
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_iterator_initializer_device_matches_native(config):
+  # One replica: the replica's device (its input worker); several: the host.
+  assert (_initializer_devices(make_ours, config) ==
+          _initializer_devices(make_native, config))

@@ -77,8 +77,14 @@ class InputIterator:
     first step.  Eagerly this restarts the input and returns ``None`` (as
     TensorFlow's iterator does)."""
     if self._graph:
-      return tf.group(*([] if self._host is None else
-                        [self._host.initializer]))
+      # On the replica's device with one replica (its input worker), else
+      # on the host, as TensorFlow's initializer op.
+      layout = self._layout
+      with tf.device(layout.devices[0] if layout.kind == "whole" else
+                     layout.host), tf.control_dependencies(
+                         [] if self._host is None else
+                         [self._host.initializer]):
+        return tf.no_op(name="group_deps")  # what tf.group names it
     if self._host is not None:
       self._host = self._make_host_iterator()
     return None
