@@ -8,13 +8,14 @@ object, as in TensorFlow, so it derives from the v1 class (which is itself a
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import tensorflow as tf
 
 from compat_distribute import _tf_private
 from compat_distribute import context
 from compat_distribute import reduce as reduce_lib
+from compat_distribute import session_config
 from compat_distribute import values as values_lib
 from compat_distribute.replica_context import ReplicaContext
 
@@ -94,16 +95,12 @@ class Extended(tf.compat.v1.distribute.StrategyExtended):
     ``config_proto`` whose ``device_count`` lets a ``tf.compat.v1.Session``
     create every device the strategy uses, and with
     ``isolate_session_state`` set where TensorFlow's strategy sets it."""
-    updated = tf.compat.v1.ConfigProto()
-    updated.CopyFrom(config_proto)
     used = list(self.worker_devices) + list(self.parameter_devices)
     input_device = getattr(self, "_input_device", None)
     if input_device:
       used.append(input_device)
-    _count_devices(updated, used)
-    if self._isolates_session_state:
-      updated.isolate_session_state = True
-    return updated
+    return session_config.updated(config_proto, used,
+                                  self._isolates_session_state)
 
   @property
   def worker_devices(self) -> tuple[str, ...]:
@@ -433,19 +430,3 @@ def _check_destinations(destinations: Any, method: str) -> None:
 def _current_device() -> str:
   """The device of the innermost ``tf.device`` scope, or ``''``."""
   return _tf_private.current_device()
-
-
-def _count_devices(config: Any, devices: Iterable[str]) -> None:
-  """Raises ``config.device_count`` so that every local device in
-  ``devices`` exists in a session; never lowers a count."""
-  needed: dict[str, int] = {}
-  for device in devices:
-    spec = tf.DeviceSpec.from_string(device)
-    if spec.job not in (None, "localhost") or not spec.device_type:
-      continue
-    kind = spec.device_type.upper()
-    needed[kind] = max(needed.get(kind, 0), (spec.device_index or 0) + 1)
-  for kind, count in needed.items():
-    configured = len(_tf_private.list_logical_devices(kind))
-    current = config.device_count.get(kind, 0)
-    config.device_count[kind] = max(count, configured, current)

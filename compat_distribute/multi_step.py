@@ -134,7 +134,6 @@ def run_steps(extended: Any, fn: Callable[[MultiStepContext, Any], Any],
         back_prop=False, swap_memory=False, name="")
   finally:
     del extended._outer_control_flow_context  # pylint: disable=protected-access
-  result = result if isinstance(result, (list, tuple)) else [result]
   context.run_op = tf.group(result)
   context._set_last_step_outputs(  # pylint: disable=protected-access
       tf.nest.pack_sequence_as(context.last_step_outputs, list(result[1:])))
