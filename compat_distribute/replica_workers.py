@@ -17,6 +17,7 @@ each replica it re-enters what the calling thread had: ``BorrowedState``.
 from __future__ import annotations
 
 import _thread
+import os
 import threading
 from typing import Any, Callable, Optional
 
@@ -80,6 +81,17 @@ class Worker(threading.Thread):
 
 _idle_workers: list[Worker] = []
 _idle_lock = threading.Lock()
+
+
+def _forget_workers_after_fork() -> None:
+  """In a forked child only the forking thread exists: the pooled workers
+  are gone, and handing one out would block its leader for ever."""
+  global _idle_lock
+  _idle_workers.clear()
+  _idle_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_workers_after_fork)
 
 
 def take(count: int) -> list[Worker]:

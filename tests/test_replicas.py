@@ -481,3 +481,35 @@ def test_sequences_come_back_as_native_rebuilds_them(n, mode):
   assert ours_kinds == native_kinds
   # run's results, then what merge_fn received
   assert ours_kinds == ["tuple", "list", "Point", "list", "list"]
+
+
+def _child_exit_code(strategy):
+  """Runs an eager all_reduce in a forked child; its exit status (0: the
+  right values, 1: wrong values or an error, signal 14: it hung)."""
+  import os, signal  # pylint: disable=g-import-not-at-top,multiple-imports
+  pid = os.fork()
+  if pid == 0:  # the child: never return into pytest
+    code = 1
+    try:
+      signal.alarm(60)
+      out = strategy.run(lambda: tf.distribute.get_replica_context()
+                         .all_reduce("SUM", tf.constant(1.0)))
+      values = [float(v) for v in strategy.experimental_local_results(out)]
+      code = 0 if values == [2.0, 2.0] else 1
+    finally:
+      os._exit(code)
+  _, status = os.waitpid(pid, 0)
+  return status
+
+
+def test_a_forked_child_gets_fresh_workers():
+  # Fork keeps only the forking thread: pooled workers from the parent
+  # must not be handed out in the child (its run would wait for ever).
+  # Native TF starts new threads per run, so its child works too.
+  ours, native = pair(2)
+  merge = lambda: tf.distribute.get_replica_context().all_reduce(  # pylint: disable=g-long-lambda
+      "SUM", tf.constant(1.0))
+  ours.run(merge)  # the parent's worker is now pooled
+  assert replica_workers._idle_workers
+  assert _child_exit_code(native) == 0
+  assert _child_exit_code(ours) == 0
