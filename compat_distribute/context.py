@@ -7,6 +7,7 @@ exception leaves the stack exactly as it was.
 """
 from __future__ import annotations
 
+import threading
 from typing import Any, Optional
 
 import tensorflow as tf
@@ -229,7 +230,8 @@ class StrategyScope:
 
   def __init__(self, strategy: Any) -> None:
     self._strategy = strategy
-    self._entered: list[Any] = []  # one exit_scope token per __enter__
+    # One (exit_scope token, entering thread's id) per __enter__.
+    self._entered: list[tuple[Any, int]] = []
 
   def __repr__(self) -> str:
     return f"StrategyScope({self._strategy!r})"
@@ -239,7 +241,7 @@ class StrategyScope:
     if token is not None:
       # Checked on exit: a variable_scope left open inside is a nesting error.
       token.append(tf.compat.v1.get_variable_scope())
-    self._entered.append(token)
+    self._entered.append((token, threading.get_ident()))
     return self._strategy
 
   def __exit__(self, exc_type, exc_value, traceback) -> None:
@@ -249,7 +251,15 @@ class StrategyScope:
       raise RuntimeError(
           f"{self!r} was exited more times than it was entered. Exit a "
           "strategy scope once per `with` (or __enter__).")
-    exit_scope(self._entered[-1], finish_all=False)
+    token, thread_id = self._entered[-1]
+    if thread_id != threading.get_ident():
+      # TensorFlow's contexts are per thread: exiting here would undo
+      # nothing of the entering thread's and break its own exit.
+      raise RuntimeError(
+          f"{self!r} was exited on thread {threading.current_thread().name!r}"
+          f" but entered on another thread (id {thread_id}). Exit a "
+          "strategy scope on the thread that entered it.")
+    exit_scope(token, finish_all=False)
     self._entered.pop()
 
 
@@ -287,11 +297,7 @@ def require_cross_replica(strategy: Any, method: str,
   mode = current_mode()
   if mode is None:
     return
-  if mode.strategy is not strategy:
-    raise RuntimeError(
-        f"{method} of {strategy!r} was called while a different strategy, "
-        f"{mode.strategy!r}, is current. Call it outside that strategy's "
-        "scope, or inside this strategy's own scope.")
+  refuse_other_strategy(strategy, method)
   if mode.replica_context is not None:
     hint = (f" Use {replica_alternative} in replica context instead."
             if replica_alternative else
@@ -300,6 +306,27 @@ def require_cross_replica(strategy: Any, method: str,
     raise RuntimeError(
         f"{method} requires cross-replica context, but it was called inside "
         f"`run` (replica context).{hint}")
+
+
+def refuse_other_strategy(strategy: Any, method: str) -> None:
+  """Raises ``RuntimeError`` when a strategy other than ``strategy`` is
+  current (its scope, or a replica of its ``run``).
+
+  >>> from compat_distribute import v2 as distribute
+  >>> one, other = (distribute.OneDeviceStrategy("/cpu:0") for _ in "ab")
+  >>> refuse_other_strategy(one, "it")  # nothing entered: fine
+  >>> with other.scope():
+  ...   refuse_other_strategy(one, "it")
+  Traceback (most recent call last):
+  ...
+  RuntimeError: it of OneDeviceStrategy(...) was called while a different strategy, ...
+  """
+  mode = current_mode()
+  if mode is not None and mode.strategy is not strategy:
+    raise RuntimeError(
+        f"{method} of {strategy!r} was called while a different strategy, "
+        f"{mode.strategy!r}, is current. Call it outside that strategy's "
+        "scope, or inside this strategy's own scope.")
 
 
 def require_scope(strategy: Any, method: str) -> None:

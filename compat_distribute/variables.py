@@ -189,6 +189,9 @@ class AggregatingVariable(tf.Variable, tf.__internal__.types.Tensor):
     return self._v.__reduce__()  # pickles as its (plain) variable, as TF's
 
   def __deepcopy__(self, memo: dict) -> "AggregatingVariable":
+    # A copy keeps this strategy, so (as in TensorFlow) it is only made
+    # outside every scope or inside this strategy's own.
+    context.refuse_other_strategy(self._distribute_strategy, "deepcopy")
     copied = type(self)(self._distribute_strategy,
                         copy.deepcopy(self._v, memo), self._aggregation)
     memo[id(self)] = copied
@@ -217,6 +220,7 @@ class AggregatingVariable(tf.Variable, tf.__internal__.types.Tensor):
   def _update(self, method: str, value: Any, use_locking: bool,
               name: Optional[str], read_value: bool) -> Any:
     strategy = self._distribute_strategy
+    context.refuse_other_strategy(strategy, f"{method} of {self._v.name!r}")
     if (strategy.num_replicas_in_sync <= 1 or
         not context.in_replica_context_of(strategy)):
       return _apply(self._v, method, value, use_locking=use_locking,

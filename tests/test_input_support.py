@@ -27,6 +27,9 @@ class FakeExtended:
   def __repr__(self):
     return f"FakeExtended({len(self.worker_devices)})"
 
+  def _container_strategy(self):
+    return None  # no strategy: input is read under any scope
+
 
 def native(n):
   """TensorFlow's CentralStorageStrategy over logical CPUs 0..n-1."""

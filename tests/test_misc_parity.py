@@ -4,6 +4,8 @@ Each test runs the same program under a native strategy and ours and
 compares what a user sees.
 """
 import concurrent.futures
+import copy
+import threading
 
 import pytest
 import tensorflow as tf
@@ -208,3 +210,89 @@ def test_summary_state_set_in_a_replica_stays_there(kind, use_function,
   got = _summary_state_after_run(ours, str(tmp_path / "o"), use_function)
   assert got == expected
   assert expected[0] == (42 if kind == "one_device" else 5)
+
+
+def _under_another_strategy(strategy, other):
+  """What each way of touching ``strategy``'s input and variables raises
+  (exception type name, or "ok") while ``other``'s scope is current."""
+  dataset = tf.data.Dataset.range(8).batch(2)
+  dist = strategy.experimental_distribute_dataset(dataset)
+  from_fn = strategy.distribute_datasets_from_function(lambda ctx: dataset)
+  early, early_from_fn = iter(dist), iter(from_fn)
+  with strategy.scope():
+    variable = tf.Variable(1.0)
+  take_next = tf.function(lambda iterator: next(iterator))
+  cases = {
+      "iter": lambda: iter(dist),
+      "next": lambda: next(early),
+      "get_next": early.get_next,
+      "get_next_as_optional": early.get_next_as_optional,
+      "next_from_function": lambda: next(early_from_fn),
+      "next_in_tf_function": lambda: take_next(early),
+      "element_spec": lambda: early.element_spec,
+      "assign": lambda: variable.assign(3.0),
+      "assign_add": lambda: variable.assign_add(1.0),
+      "assign_sub": lambda: variable.assign_sub(1.0),
+      "read": variable.read_value,
+      "deepcopy": lambda: copy.deepcopy(variable),
+  }
+  seen = {}
+  with other.scope():
+    for name, case in cases.items():
+      try:
+        case()
+        seen[name] = "ok"
+      except Exception as e:  # pylint: disable=broad-except
+        seen[name] = type(e).__name__
+  seen["value_after"] = float(variable.numpy())
+  seen["still_usable"] = _numpy(strategy.experimental_local_results(
+      next(iter(dist))))
+  return seen
+
+
+@pytest.mark.parametrize("kind", sorted(_STRATEGIES))
+def test_input_and_variables_refuse_another_strategys_scope(kind):
+  # TensorFlow reads a step and updates a central-storage variable only
+  # with no strategy or the owning one current ("Mixing different
+  # tf.distribute.Strategy objects").
+  native, ours = _both(kind)
+  expected = _under_another_strategy(
+      native, tf.distribute.OneDeviceStrategy("/cpu:1"))
+  got = _under_another_strategy(ours, distribute.OneDeviceStrategy("/cpu:1"))
+  assert got == expected
+  assert expected["next"] == "RuntimeError"
+
+
+
+def _exit_on_another_thread(strategy):
+  """Enters a scope here, tries to exit it on another thread, then exits
+  it here: (the other thread's error, has_strategy() afterwards)."""
+  scope = strategy.scope()
+  scope.__enter__()
+  errors = []
+
+  def exit_there():
+    try:
+      scope.__exit__(None, None, None)
+    except Exception as e:  # pylint: disable=broad-except
+      errors.append(e)
+
+  thread = threading.Thread(target=exit_there)
+  thread.start()
+  thread.join()
+  scope.__exit__(None, None, None)
+  return errors, tf.distribute.has_strategy()
+
+
+@pytest.mark.parametrize("kind", sorted(_STRATEGIES))
+def test_scope_exited_on_the_wrong_thread_still_exits_on_its_own(kind):
+  # TensorFlow fails the wrong-thread exit (an AttributeError from its
+  # thread-local stacks; ours says what happened) and the entering thread's
+  # exit then works.
+  native, ours = _both(kind)
+  native_errors, native_after = _exit_on_another_thread(native)
+  errors, after = _exit_on_another_thread(ours)
+  assert (len(errors), after) == (len(native_errors), native_after) == (1,
+                                                                          False)
+  assert isinstance(errors[0], RuntimeError)
+  assert "entered on another thread" in str(errors[0])

@@ -16,7 +16,9 @@ and hands the work to one module:
 
 ``extended`` is the strategy's ``StrategyExtended``; these functions use its
 ``worker_devices`` (one compute device per replica), ``_input_device`` (the
-host CPU running the pipeline) and ``_num_replicas_in_sync``.
+host CPU running the pipeline), ``_num_replicas_in_sync`` and
+``_container_strategy()`` (the strategy whose scope the input may be read
+under, besides none).
 """
 from __future__ import annotations
 
@@ -51,7 +53,8 @@ def distribute_dataset(extended: Any, dataset: tf.data.Dataset,
   settings = options_lib.settings_from(options, method,
                                        may_ignore_placement=one_replica)
   layout, host = build.split_pipeline(extended, dataset, settings, method)
-  return DistributedDataset(layout, host, build.cardinality(dataset))
+  return DistributedDataset(layout, host, build.cardinality(dataset),
+                            strategy=extended._container_strategy())  # pylint: disable=protected-access
 
 
 def distribute_datasets_from_function(extended: Any,
@@ -70,7 +73,8 @@ def distribute_datasets_from_function(extended: Any,
   return DistributedDataset(
       layout, host, cardinality,
       partial_rounds=build.partial_rounds_wanted(extended, dataset,
-                                                 cardinality))
+                                                 cardinality),
+      strategy=extended._container_strategy())  # pylint: disable=protected-access
 
 
 def make_numpy_dataset(extended: Any, numpy_input: Any,
@@ -87,7 +91,7 @@ def make_dataset_iterator(extended: Any,
   method = "make_dataset_iterator"
   layout, host = build.split_pipeline(
       extended, dataset, options_lib.InputSettings(), method)
-  return InputIterator(layout, host)
+  return InputIterator(layout, host, strategy=extended._container_strategy())  # pylint: disable=protected-access
 
 
 def make_input_fn_iterator(extended: Any, input_fn: Callable[[Any], Any],
@@ -108,4 +112,5 @@ def make_input_fn_iterator(extended: Any, input_fn: Callable[[Any], Any],
                                            options_lib.InputSettings())
   else:
     layout = build.callable_layout(extended)
-  return InputIterator(layout, source)
+  return InputIterator(layout, source,
+                       strategy=extended._container_strategy())  # pylint: disable=protected-access

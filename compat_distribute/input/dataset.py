@@ -46,12 +46,14 @@ class DistributedDataset(tf.distribute.DistributedDataset, _CompositeTensor,
   def __init__(self, layout: layout_lib.Layout,  # pylint: disable=super-init-not-called
                host_dataset: tf.data.Dataset,
                cardinality: Any = tf.data.UNKNOWN_CARDINALITY,
-               partial_rounds: bool = False) -> None:
+               partial_rounds: bool = False, strategy: Any = None) -> None:
     self._layout = layout
     self._host = host_dataset
     self._cardinality = cardinality
     # See build.partial_rounds_wanted (eager iteration only).
     self._partial_rounds = partial_rounds
+    # Reading a step under another strategy's scope is refused.
+    self._strategy = strategy
 
   def __repr__(self) -> str:
     return (f"DistributedDataset(kind={self._layout.kind!r}, "
@@ -72,13 +74,15 @@ class DistributedDataset(tf.distribute.DistributedDataset, _CompositeTensor,
     static_batch = self._cardinality in (tf.data.INFINITE_CARDINALITY, 0)
     return iterator_lib.DistributedIterator(
         self._layout, host_iterator, self._host.element_spec,
-        static_batch=bool(static_batch), partial_rounds=self._partial_rounds)
+        static_batch=bool(static_batch), partial_rounds=self._partial_rounds,
+        strategy=self._strategy)
 
   def make_initializable_iterator(self) -> iterator_v1.InputIterator:
     """A v1 input iterator over this dataset, as TensorFlow's v1
     distributed datasets offer for graph mode: run its ``initializer``,
     then ``get_next()``."""
-    return iterator_v1.InputIterator(self._layout, self._host)
+    return iterator_v1.InputIterator(self._layout, self._host,
+                                     strategy=self._strategy)
 
   @property
   def cardinality(self) -> Any:
@@ -133,7 +137,8 @@ class DistributedDataset(tf.distribute.DistributedDataset, _CompositeTensor,
     if spec is None:
       spec = self._spec = DistributedDatasetSpec(self._layout.as_tuple(),
                                                  self._host.element_spec,
-                                                 self._partial_rounds)
+                                                 self._partial_rounds
+                                                ).with_strategy(self._strategy)
     return spec
 
 
@@ -160,7 +165,8 @@ class DistributedDatasetSpec(layout_lib.HostBackedSpec):
 
   def _from_components(self, components: Any) -> DistributedDataset:
     return DistributedDataset(self._layout(), components,
-                              partial_rounds=self._partial_rounds)
+                              partial_rounds=self._partial_rounds,
+                              strategy=self._strategy)
 
 
 layout_lib.forbid_enumerate_in_tf_function(DistributedDataset)

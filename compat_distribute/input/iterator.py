@@ -24,6 +24,7 @@ from typing import Any, Optional
 
 import tensorflow as tf
 
+from compat_distribute import context
 from compat_distribute.input import fast_path
 from compat_distribute.input import fetch
 from compat_distribute.input import layout as layout_lib
@@ -49,8 +50,9 @@ class DistributedIterator(tf.distribute.DistributedIterator, _CompositeTensor):
 
   def __init__(self, layout: layout_lib.Layout, host_iterator: Any,  # pylint: disable=super-init-not-called
                host_spec: Any, static_batch: bool = False,
-               partial_rounds: bool = False) -> None:
+               partial_rounds: bool = False, strategy: Any = None) -> None:
     self._layout = layout
+    self._strategy = strategy
     self._host = host_iterator
     self._host_spec = host_spec
     # Input known to be infinite or empty never yields a partial batch:
@@ -89,6 +91,9 @@ class DistributedIterator(tf.distribute.DistributedIterator, _CompositeTensor):
       tf.errors.OutOfRangeError: the input is exhausted.
     """
     del name
+    if self._strategy is not None:
+      context.refuse_other_strategy(self._strategy,
+                                    "DistributedIterator.get_next")
     check_cross_replica("DistributedIterator.get_next")
     if (self._reader is not None and
         tf.config.experimental.get_synchronous_execution()):
@@ -140,7 +145,8 @@ class DistributedIterator(tf.distribute.DistributedIterator, _CompositeTensor):
       spec = self._spec = DistributedIteratorSpec(self._layout.as_tuple(),
                                                   self._host_spec,
                                                   self._static_batch,
-                                                  self._partial_rounds)
+                                                  self._partial_rounds
+                                                 ).with_strategy(self._strategy)
     return spec
 
 
@@ -171,7 +177,7 @@ class DistributedIteratorSpec(layout_lib.HostBackedSpec):
   def _from_components(self, components: Any) -> DistributedIterator:
     return DistributedIterator(self._layout(), components,
                                self._host_spec, self._static_batch,
-                               self._partial_rounds)
+                               self._partial_rounds, strategy=self._strategy)
 
 
 layout_lib.forbid_enumerate_in_tf_function(DistributedIterator)

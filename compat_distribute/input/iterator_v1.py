@@ -23,6 +23,7 @@ from typing import Any, Callable, Optional
 
 import tensorflow as tf
 
+from compat_distribute import context
 from compat_distribute.input import fast_path
 from compat_distribute.input import fetch
 from compat_distribute.input import iterator as iterator_lib
@@ -38,8 +39,11 @@ class InputIterator:
       element (``make_input_fn_iterator``'s input_fn may return one).
   """
 
-  def __init__(self, layout: layout_lib.Layout, source: Any) -> None:
+  def __init__(self, layout: layout_lib.Layout, source: Any,
+               strategy: Any = None) -> None:
     self._layout = layout
+    # Reading a step under another strategy's scope is refused.
+    self._strategy = strategy
     # A TF1 graph (not eager, not a tf.function being traced).
     self._graph = fetch.building_tf1_graph()
     if isinstance(source, tf.data.Dataset):
@@ -103,6 +107,8 @@ class InputIterator:
     consumes one step.
     """
     del name
+    if self._strategy is not None:
+      context.refuse_other_strategy(self._strategy, "InputIterator.get_next")
     iterator_lib.check_cross_replica("InputIterator.get_next")
     if self._fn is not None:
       return fetch.next_step(self._layout, self._fn)

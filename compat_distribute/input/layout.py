@@ -186,11 +186,19 @@ class HostBackedSpec(tf.TypeSpec):
   and how to rebuild the value.
   """
 
-  __slots__ = ("_layout_tuple", "_host_spec")
+  __slots__ = ("_layout_tuple", "_host_spec", "_strategy")
 
   def __init__(self, layout_tuple: tuple[Any, ...], host_spec: Any) -> None:
     self._layout_tuple = tuple(layout_tuple)
     self._host_spec = host_spec
+    # The strategy the value belongs to, handed to values rebuilt from
+    # components; not part of the spec's identity (a spec TensorFlow
+    # rebuilds from ``_serialize`` has none, and then nothing is checked).
+    self._strategy = None
+
+  def with_strategy(self, strategy: Any) -> "HostBackedSpec":
+    self._strategy = strategy
+    return self
 
   def _serialize(self) -> tuple[Any, ...]:
     return (self._layout_tuple, self._host_spec)
