@@ -38,3 +38,23 @@ def in_mode(mode_name, fn):
   if mode_name == "eager":
     return fn()
   return tf.function(fn)()
+
+
+@pytest.fixture(autouse=True)
+def no_strategy_state_left_behind():
+  """Fails a test that leaves a strategy scope or variable creator on the
+  main thread, and removes it, so one leak cannot fail every later test."""
+  graph = tf.compat.v1.get_default_graph()
+  # pylint: disable=protected-access
+  creators = list(graph._variable_creator_stack)
+  strategies = list(graph._distribution_strategy_stack)
+  yield
+  graph = tf.compat.v1.get_default_graph()
+  left = (list(graph._variable_creator_stack) != creators
+          or list(graph._distribution_strategy_stack) != strategies)
+  graph._variable_creator_stack = creators
+  graph._distribution_strategy_stack = strategies
+  # pylint: enable=protected-access
+  assert not left, (
+      "the test left a strategy scope or variable creator entered on the "
+      "main thread; exit every scope it enters")

@@ -266,7 +266,11 @@ def test_input_and_variables_refuse_another_strategys_scope(kind):
 
 def _exit_on_another_thread(strategy):
   """Enters a scope here, tries to exit it on another thread, then exits
-  it here: (the other thread's error, has_strategy() afterwards)."""
+  it here: (the other thread's error, has_strategy() afterwards, whether
+  this thread's variable creators are as before).  The creators are put
+  back afterwards whatever the strategy left behind."""
+  graph = tf.compat.v1.get_default_graph()
+  creators = list(graph._variable_creator_stack)  # pylint: disable=protected-access
   scope = strategy.scope()
   scope.__enter__()
   errors = []
@@ -280,19 +284,30 @@ def _exit_on_another_thread(strategy):
   thread = threading.Thread(target=exit_there)
   thread.start()
   thread.join()
-  scope.__exit__(None, None, None)
-  return errors, tf.distribute.has_strategy()
+  try:
+    scope.__exit__(None, None, None)
+    return (errors, tf.distribute.has_strategy(),
+            list(graph._variable_creator_stack) == creators)  # pylint: disable=protected-access
+  finally:
+    graph._variable_creator_stack = creators  # pylint: disable=protected-access
 
 
 @pytest.mark.parametrize("kind", sorted(_STRATEGIES))
 def test_scope_exited_on_the_wrong_thread_still_exits_on_its_own(kind):
-  # TensorFlow fails the wrong-thread exit (an AttributeError from its
-  # thread-local stacks; ours says what happened) and the entering thread's
-  # exit then works.
+  # Both fail the wrong-thread exit (TensorFlow with an AttributeError from
+  # its thread-local stacks; ours says what happened) and the entering
+  # thread's exit then leaves no strategy current.  TensorFlow's leaves its
+  # variable creator behind (later variables under another strategy fail);
+  # ours undoes everything, and a variable made afterwards under a native
+  # strategy works.
   native, ours = _both(kind)
-  native_errors, native_after = _exit_on_another_thread(native)
-  errors, after = _exit_on_another_thread(ours)
+  native_errors, native_after, native_clean = _exit_on_another_thread(native)
+  errors, after, clean = _exit_on_another_thread(ours)
   assert (len(errors), after) == (len(native_errors), native_after) == (1,
                                                                           False)
   assert isinstance(errors[0], RuntimeError)
   assert "entered on another thread" in str(errors[0])
+  assert not native_clean
+  assert clean
+  with tf.distribute.OneDeviceStrategy("/cpu:1").scope():
+    assert tf.Variable(1.0).device.endswith("CPU:1")
