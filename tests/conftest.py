@@ -21,6 +21,8 @@ def _configure_logical_cpus() -> None:
 
 _configure_logical_cpus()
 
+from compat_distribute import _tf_private  # pylint: disable=g-import-not-at-top,wrong-import-position
+
 
 def cpu(i: int) -> str:
   """Canonical name of logical CPU ``i``."""
@@ -45,16 +47,14 @@ def no_strategy_state_left_behind():
   """Fails a test that leaves a strategy scope or variable creator on the
   main thread, and removes it, so one leak cannot fail every later test."""
   graph = tf.compat.v1.get_default_graph()
-  # pylint: disable=protected-access
-  creators = list(graph._variable_creator_stack)
-  strategies = list(graph._distribution_strategy_stack)
+  creators = _tf_private.variable_creator_stack(graph)
+  strategies = list(_tf_private.strategy_stack_of(graph))
   yield
   graph = tf.compat.v1.get_default_graph()
-  left = (list(graph._variable_creator_stack) != creators
-          or list(graph._distribution_strategy_stack) != strategies)
-  graph._variable_creator_stack = creators
-  graph._distribution_strategy_stack = strategies
-  # pylint: enable=protected-access
+  left = (_tf_private.variable_creator_stack(graph) != creators
+          or _tf_private.strategy_stack_of(graph) != strategies)
+  _tf_private.set_variable_creator_stack(graph, creators)
+  _tf_private.set_strategy_stack(graph, strategies)
   assert not left, (
       "the test left a strategy scope or variable creator entered on the "
       "main thread; exit every scope it enters")

@@ -10,6 +10,7 @@ import threading
 import pytest
 import tensorflow as tf
 
+from compat_distribute import _tf_private
 from compat_distribute import v2 as distribute
 
 _STRATEGIES = {
@@ -270,7 +271,7 @@ def _exit_on_another_thread(strategy):
   this thread's variable creators are as before).  The creators are put
   back afterwards whatever the strategy left behind."""
   graph = tf.compat.v1.get_default_graph()
-  creators = list(graph._variable_creator_stack)  # pylint: disable=protected-access
+  creators = _tf_private.variable_creator_stack(graph)
   scope = strategy.scope()
   scope.__enter__()
   errors = []
@@ -287,9 +288,9 @@ def _exit_on_another_thread(strategy):
   try:
     scope.__exit__(None, None, None)
     return (errors, tf.distribute.has_strategy(),
-            list(graph._variable_creator_stack) == creators)  # pylint: disable=protected-access
+            _tf_private.variable_creator_stack(graph) == creators)
   finally:
-    graph._variable_creator_stack = creators  # pylint: disable=protected-access
+    _tf_private.set_variable_creator_stack(graph, creators)
 
 
 @pytest.mark.parametrize("kind", sorted(_STRATEGIES))
