@@ -223,8 +223,11 @@ class AggregatingVariable(tf.Variable, tf.__internal__.types.Tensor):
     context.refuse_other_strategy(strategy, f"{method} of {self._v.name!r}")
     if (strategy.num_replicas_in_sync <= 1 or
         not context.in_replica_context_of(strategy)):
-      return _apply(self._v, method, value, use_locking=use_locking,
-                    name=name, read_value=read_value)
+      # Outside replica context (plain code, merge_fn, an update function)
+      # a per-replica value contributes replica 0's part, as TensorFlow's
+      # extended.update gives it.
+      return _apply(self._v, method, _first(strategy, value),
+                    use_locking=use_locking, name=name, read_value=read_value)
     if self._aggregation == _Aggregation.NONE:
       raise ValueError(
           f"Cannot {method} variable {self._v.name!r} in replica context: "

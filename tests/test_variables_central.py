@@ -226,6 +226,40 @@ def test_cross_replica_updates_pass_through(n, mode):
 
 
 @pytest.mark.parametrize("n", REPLICAS)
+def test_per_replica_value_assigned_outside_replica_context(n, mode):
+  # TensorFlow updates through extended.update there, which takes replica
+  # 0's part of a per-replica value: in plain cross-replica code and in a
+  # merge_fn (ours failed converting the PerReplica with several replicas).
+  def program(strategy):
+    with strategy.scope():
+      v = tf.Variable(1.0, aggregation=A.SUM)
+      w = tf.Variable(1.0, aggregation=A.MEAN)
+
+    def merge_fn(strat, x):
+      return v.assign_add(x)
+
+    def replica_fn():
+      return tf.convert_to_tensor(
+          tf.distribute.get_replica_context().merge_call(
+              merge_fn, args=(replica_id() + 1.0,)))
+
+    def steps():
+      per_replica = strategy.run(lambda: replica_id() + 7.0)
+      first = tf.convert_to_tensor(v.assign(per_replica))
+      second = tf.convert_to_tensor(w.assign_sub(per_replica))
+      merged = strategy.experimental_local_results(strategy.run(replica_fn))
+      return first, second, merged
+
+    first, second, merged = in_mode(mode, steps)
+    return ([float(first), float(second)] + [float(m) for m in merged]
+            + [float(v.numpy()), float(w.numpy())])
+
+  ours, native = both(n, program)
+  assert ours == native
+  assert ours[:2] == [7.0, -6.0] and ours[-2:] == [8.0, -6.0]
+
+
+@pytest.mark.parametrize("n", REPLICAS)
 def test_update_context_does_not_merge_again(n, mode):
   def program(strategy):
     with strategy.scope():
