@@ -271,3 +271,26 @@ def test_distributed_dataset_initializable_iterator_in_graph():
     assert [v.tolist() for v in sess.run(parts)] == [[4], [5]]
     with pytest.raises(tf.errors.OutOfRangeError):
       sess.run(parts)
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_eager_one_shot_iterator_and_refused_initializable_iterator(n):
+  # TensorFlow's v1 distributed datasets (TF1 behaviour, eager) give a
+  # ready iterator from make_one_shot_iterator() -- also through
+  # tf.compat.v1.data -- and refuse make_initializable_iterator() with
+  # ValueError, as there is nothing to initialize eagerly.
+  dist = input_lib.distribute_dataset(
+      FakeExtended(n), tf.data.Dataset.range(8).batch(4), None)
+  for make in (dist.make_one_shot_iterator,
+               lambda: tf.compat.v1.data.make_one_shot_iterator(dist)):
+    iterator = make()
+    steps = [[v.numpy().tolist() for v in _local(iterator.get_next(), n)]
+             for _ in range(2)]
+    assert steps == ([[[0, 1, 2, 3]], [[4, 5, 6, 7]]] if n == 1 else
+                     [[[0, 1], [2, 3]], [[4, 5], [6, 7]]])
+    with pytest.raises(tf.errors.OutOfRangeError):
+      iterator.get_next()
+  for make in (dist.make_initializable_iterator,
+               lambda: tf.compat.v1.data.make_initializable_iterator(dist)):
+    with pytest.raises(ValueError, match="Eager mode.*iter"):
+      make()

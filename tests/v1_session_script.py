@@ -13,7 +13,16 @@ Usage: python v1_session_script.py CONFIG:INPUT [CONFIG:INPUT ...]
   CONFIG: one_device | central_storage/N
   INPUT:  iterator (make_dataset_iterator) | input_fn (make_input_fn_iterator)
           | constant (no iterator; each replica slices a constant)
+          | dataset (experimental_distribute_dataset, then
+            tf.compat.v1.data.make_initializable_iterator)
+          | dataset_fn (distribute_datasets_from_function, then
+            tf.compat.v1.data.make_initializable_iterator)
 Prints one JSON object keyed by "CONFIG:INPUT".
+
+With V1_BEHAVIOR=1 in the environment the script calls
+``tf.compat.v1.disable_v2_behavior()`` instead of only disabling eager
+execution: TensorFlow's distributed datasets then are its v1 classes (the
+``dataset`` inputs need that), and variables are reference variables.
 """
 import json
 import os
@@ -25,7 +34,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
-tf.compat.v1.disable_eager_execution()
+if os.environ.get("V1_BEHAVIOR") == "1":
+  tf.compat.v1.disable_v2_behavior()
+else:
+  tf.compat.v1.disable_eager_execution()
 tf.config.set_logical_device_configuration(
     tf.config.list_physical_devices("CPU")[0],
     [tf.config.LogicalDeviceConfiguration()] * 4)
@@ -56,15 +68,42 @@ def session_config(strategy, native):
 
 
 def build(strategy, input_kind):
-  """The graph: variables, an iterator, a step run per replica."""
+  """The graph: variables, an iterator, a step run per replica; and facts
+  about the input to compare."""
   dataset = tf.data.Dataset.from_tensor_slices((DATA, TARGETS))
   iterator = None
+  facts = {}  # how the input was made: devices, one-shot iterator refused
   if input_kind == "iterator":
     iterator = strategy.make_dataset_iterator(dataset.batch(GLOBAL_BATCH))
   elif input_kind == "input_fn":
     def input_fn(ctx):
       return dataset.batch(ctx.get_per_replica_batch_size(GLOBAL_BATCH))
     iterator = strategy.make_input_fn_iterator(input_fn)
+  elif input_kind in ("dataset", "dataset_fn"):
+    if input_kind == "dataset":
+      distributed = strategy.experimental_distribute_dataset(
+          dataset.batch(GLOBAL_BATCH))
+    else:
+      distributed = strategy.distribute_datasets_from_function(
+          lambda ctx: dataset.batch(ctx.get_per_replica_batch_size(
+              GLOBAL_BATCH)))
+    iterator = tf.compat.v1.data.make_initializable_iterator(distributed)
+    try:
+      tf.compat.v1.data.make_one_shot_iterator(distributed)
+      facts["one_shot"] = "made"
+    except Exception as e:  # pylint: disable=broad-except
+      facts["one_shot"] = type(e).__name__
+    # Not fetched to the devices: where each replica's input is then.
+    on_host = strategy.distribute_datasets_from_function(
+        lambda ctx: dataset.batch(2),
+        options=tf.distribute.InputOptions(experimental_fetch_to_device=False))
+    facts["host_input_devices"] = [
+        t.device for t in tf.nest.flatten(strategy.experimental_local_results(
+            tf.compat.v1.data.make_initializable_iterator(on_host).get_next()))]
+  if iterator is not None:
+    facts["input_devices"] = [
+        t.device for t in tf.nest.flatten(
+            strategy.experimental_local_results(iterator.get_next()))]
 
   with strategy.scope():
     w = tf.compat.v1.get_variable("w", shape=[2, 1],
@@ -96,7 +135,7 @@ def build(strategy, input_kind):
       per_replica_loss = strategy.experimental_run(step, iterator)
     loss = strategy.reduce("MEAN", per_replica_loss)
   init = tf.compat.v1.global_variables_initializer()
-  return iterator, init, loss, [w, b, global_step]
+  return iterator, init, loss, [w, b, global_step], facts
 
 
 def train(module, config, input_kind, native):
@@ -105,7 +144,7 @@ def train(module, config, input_kind, native):
     strategy = make(module, config)
     with warnings.catch_warnings():
       warnings.simplefilter("ignore")
-      iterator, init, loss, variables = build(strategy, input_kind)
+      iterator, init, loss, variables, facts = build(strategy, input_kind)
     with tf.compat.v1.Session(
         graph=graph, config=session_config(strategy, native)) as sess:
       sess.run(init)
@@ -124,7 +163,7 @@ def train(module, config, input_kind, native):
         sess.run(iterator.initializer)  # re-initialise: starts over
         again = float(sess.run(loss))
   return {"losses": losses, "variables": final, "ended": ended,
-          "again": again, "type": type(strategy).__module__}
+          "again": again, "type": type(strategy).__module__, **facts}
 
 
 def main():

@@ -80,7 +80,49 @@ class DistributedDataset(tf.distribute.DistributedDataset, _CompositeTensor,
   def make_initializable_iterator(self) -> iterator_v1.InputIterator:
     """A v1 input iterator over this dataset, as TensorFlow's v1
     distributed datasets offer for graph mode: run its ``initializer``,
-    then ``get_next()``."""
+    then ``get_next()``.  Eagerly there is nothing to initialize, so, as in
+    TensorFlow, it raises ``ValueError``: use ``iter()`` (or
+    ``make_one_shot_iterator()``) there."""
+    return self._make_initializable_iterator()
+
+  def _make_initializable_iterator(
+      self, shared_name: Any = None) -> iterator_v1.InputIterator:
+    # Also what tf.compat.v1.data.make_initializable_iterator(dataset)
+    # calls; shared_name has no meaning for a distributed dataset.
+    del shared_name
+    if tf.executing_eagerly():
+      raise ValueError(
+          "Cannot create initializable iterator in Eager mode: eagerly a "
+          "distributed dataset's iterator is ready as soon as it is made, "
+          "so there is no initializer to run. Use iter(dist_dataset) or "
+          "dist_dataset.make_one_shot_iterator() instead.")
+    return iterator_v1.InputIterator(self._layout, self._host,
+                                     strategy=self._strategy)
+
+  def make_one_shot_iterator(self) -> iterator_v1.InputIterator:
+    """A v1 input iterator over this dataset that needs no initializer, as
+    TensorFlow's v1 distributed datasets offer eagerly.  In a graph (TF1 or
+    a ``tf.function``) it raises ``ValueError``, as in TensorFlow: use
+    ``make_initializable_iterator()`` and run its ``initializer``.
+
+    >>> from compat_distribute import v1 as distribute
+    >>> strategy = distribute.OneDeviceStrategy("/cpu:0")
+    >>> dist = strategy.experimental_distribute_dataset(
+    ...     tf.data.Dataset.range(4).batch(2))
+    >>> dist.make_one_shot_iterator().get_next()
+    <tf.Tensor: shape=(2,), dtype=int64, numpy=array([0, 1])>
+    """
+    return self._make_one_shot_iterator()
+
+  def _make_one_shot_iterator(self) -> iterator_v1.InputIterator:
+    # Also what tf.compat.v1.data.make_one_shot_iterator(dataset) calls.
+    if not tf.executing_eagerly():
+      raise ValueError(
+          "Cannot create a one shot iterator of a distributed dataset in a "
+          "graph: its per-replica input must be initialized first. Use "
+          "iterator = dist_dataset.make_initializable_iterator() and run "
+          "iterator.initializer in your session (or iterate the dataset "
+          "with a for loop inside a tf.function).")
     return iterator_v1.InputIterator(self._layout, self._host,
                                      strategy=self._strategy)
 

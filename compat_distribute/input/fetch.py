@@ -83,11 +83,12 @@ def _placed(layout: layout_lib.Layout, value: Any) -> Any:
   targets = layout.targets
   if layout.kind == "whole":
     target = targets[0]
-    if target is None and layout.fetch_to_device and building_tf1_graph():
+    if target is None and building_tf1_graph():
       # A TF1 graph shows where the value is (TensorFlow's tensors there
-      # name the replica's device); the read itself is colocated with the
-      # dataset, which may have none.
-      target = layout.devices[0]
+      # name the replica's device, or the input host when not fetched to
+      # it); the read itself is colocated with the dataset, which may have
+      # none.
+      target = layout.devices[0] if layout.fetch_to_device else layout.host
     return layout_lib.place(value, target)
   return layout_lib.regroup(
       [layout_lib.place(p, t) for p, t in zip(value, targets)])
