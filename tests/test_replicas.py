@@ -338,6 +338,30 @@ def test_merge_call_inside_a_nested_tf_function_is_refused():
   within(DEADLINE, lambda: _assert_clean_after_error(ours, 2))
 
 
+def test_one_replica_merge_call_inside_a_nested_tf_function_runs():
+  # One replica runs on the calling thread: a merge_call inside a nested
+  # tf.function gives TensorFlow's value; an all_reduce there, which TF
+  # 2.21 fails with "destinations can not be empty", gives the value as is.
+  ours, native = pair(1)
+
+  @tf.function
+  def merge(x):
+    return tf.distribute.get_replica_context().merge_call(
+        lambda strategy, v: v * 2.0, args=(x,))
+
+  @tf.function
+  def all_reduce(x):
+    return tf.distribute.get_replica_context().all_reduce("SUM", x)
+
+  x = tf.constant(2.0)
+  for wrap in (lambda f: f, tf.function):
+    assert float(wrap(lambda: ours.run(merge, args=(x,)))()) == float(
+        wrap(lambda: native.run(merge, args=(x,)))()) == 4.0
+    assert float(wrap(lambda: ours.run(all_reduce, args=(x,)))()) == 2.0
+    with pytest.raises(ValueError, match="destinations"):
+      wrap(lambda: native.run(all_reduce, args=(x,)))()
+
+
 def test_merge_call_arguments_checked():
   ours, _ = pair(2)
   with pytest.raises(TypeError, match="callable"):
