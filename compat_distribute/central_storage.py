@@ -43,6 +43,7 @@ from compat_distribute import strategy as strategy_lib
 from compat_distribute import values as values_lib
 from compat_distribute import variables as variables_lib
 from compat_distribute.replica_context import ReplicaContext
+from compat_distribute.replica_context import first_replica_variable_scope
 from compat_distribute.replica_context import reentered_variable_scope
 
 _HOST_CPU = "/device:CPU:0"
@@ -159,6 +160,14 @@ class CentralStorageExtended(extended_lib.Extended):
   def non_slot_devices(self, var_list: Any) -> Any:
     """Where non-slot variables go: with the first of ``var_list`` by name,
     as in TensorFlow."""
+    var_list = list(var_list)
+    if not var_list:
+      # TensorFlow fails the same way (ValueError), from min().
+      raise ValueError(
+          "non_slot_devices needs at least one variable to place non-slot "
+          "variables with, but var_list is empty. A v1 optimizer's "
+          "apply_gradients/minimize reaches this when given no "
+          "(gradient, variable) pairs: pass the variables to train.")
     return min(var_list, key=lambda v: v.name)
 
   # -- variables ------------------------------------------------------------
@@ -185,8 +194,14 @@ class CentralStorageExtended(extended_lib.Extended):
       return replica_threads.call_for_each_replica(self, fn, args, kwargs)
     replica_context = _OnlyReplicaContext(self._container_strategy(),
                                           _tf_private.current_device())
-    result = replica_workers.keeping_summary_state(
-        lambda: self._run_one_replica(replica_context, fn, args, kwargs))
+
+    def run_replica() -> Any:
+      if tf.executing_eagerly():
+        return self._run_one_replica(replica_context, fn, args, kwargs)
+      with first_replica_variable_scope():
+        return self._run_one_replica(replica_context, fn, args, kwargs)
+
+    result = replica_workers.keeping_summary_state(run_replica)
     if replica_context.merge_error is not None:  # caught by the replica fn
       raise replica_context.merge_error
     # Regrouped as with several replicas (TensorFlow runs one replica the

@@ -241,6 +241,27 @@ def _identity(value: Any) -> Any:
   return tf.identity(value)
 
 
+def first_replica_variable_scope() -> Any:
+  """The scope replica 0 of a CentralStorage run builds its graph in: the
+  caller's v1 variable scope entered again, as TensorFlow's mirrored
+  replicas do.
+
+  Leaving it restores the counts behind default scope names, so a
+  ``variable_scope(None, default_name=...)`` or a ``tf.layers`` layer made
+  in the replica function gets the same name in every replica (the others
+  reuse its variables) and in every traced run.
+
+  >>> with tf.Graph().as_default():
+  ...   for _ in range(2):
+  ...     with first_replica_variable_scope():
+  ...       with tf.compat.v1.variable_scope(None, default_name="block"):
+  ...         print(tf.compat.v1.get_variable_scope().name)
+  block
+  block
+  """
+  return tf.compat.v1.variable_scope(tf.compat.v1.get_variable_scope())
+
+
 def reentered_variable_scope() -> Any:
   """The scope in which TensorFlow's mirrored replicas (CentralStorage's)
   run ``merge_fn``: the replica's v1 variable scope entered once more.

@@ -53,6 +53,7 @@ from compat_distribute import replica_variables
 from compat_distribute import replica_workers as workers_lib
 from compat_distribute import values as values_lib
 from compat_distribute.replica_context import ReplicaContext
+from compat_distribute.replica_context import first_replica_variable_scope
 from compat_distribute.replica_context import reentered_variable_scope
 
 _get_default_graph = tf.compat.v1.get_default_graph
@@ -179,8 +180,11 @@ class _Run:
     args = values_lib.select_replica(i, self.args)
     kwargs = values_lib.select_replica(i, self.kwargs)
     with _device(self.devices[i]), self.contexts[i]:
-      if i == 0 or self.eager:
+      if self.eager:
         return self.call_fn(i, args, kwargs)
+      if i == 0:
+        with first_replica_variable_scope():
+          return self.call_fn(i, args, kwargs)
       with tf.name_scope(_replica_scope(self.graph.get_name_scope(), i)), \
           tf.compat.v1.variable_scope(tf.compat.v1.get_variable_scope(),
                                       reuse=True):

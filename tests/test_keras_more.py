@@ -106,3 +106,36 @@ def test_one_replica_merge_call_in_a_branch_trains_like_one_device():
     np.testing.assert_allclose(a, b, rtol=RTOL, atol=ATOL)
   with pytest.raises(RuntimeError, match="merge_call"):
     train_with_ema("native/central_storage/1")
+
+
+def _layer_built_in_run(strategy, traced):
+  with strategy.scope():
+    layer = keras.layers.Dense(4, kernel_initializer="ones")
+  step = lambda x: strategy.run(layer, args=(x,))
+  step = tf.function(step) if traced else step
+  outputs = strategy.experimental_local_results(step(tf.ones((2, 3))))
+  return ([o.numpy().tolist() for o in outputs],
+          [(w.name, w.value.device) for w in layer.weights])
+
+
+def test_layer_first_built_inside_run_as_native_eagerly_and_when_traced():
+  """A layer made in scope but built by its first call inside ``run``.
+  Eagerly ours matches TensorFlow's.  In a ``tf.function`` with two replicas
+  TensorFlow fails (it compares the new variables with ``==``); ours builds
+  it as eagerly (docs/central_storage.md)."""
+  from compat_distribute import v2 as distribute  # pylint: disable=g-import-not-at-top
+  devices = ["/cpu:0", "/cpu:1"]
+  ours = distribute.experimental.CentralStorageStrategy(devices)
+  native = tf.distribute.experimental.CentralStorageStrategy(devices)
+  eager = _layer_built_in_run(ours, traced=False)
+  assert eager == _layer_built_in_run(native, traced=False)
+  assert eager[0] == [[[3.0] * 4] * 2] * 2
+  assert {device for _, device in eager[1]} == {
+      "/job:localhost/replica:0/task:0/device:CPU:0"}
+  assert _layer_built_in_run(
+      distribute.experimental.CentralStorageStrategy(devices),
+      traced=True) == eager
+  with pytest.raises(tf.errors.OperatorNotAllowedInGraphError):
+    _layer_built_in_run(
+        tf.distribute.experimental.CentralStorageStrategy(devices),
+        traced=True)

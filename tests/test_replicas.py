@@ -108,6 +108,30 @@ def test_all_gather_rejects_indexed_slices():
     ours.run(fn)
 
 
+@pytest.mark.parametrize("n", (1, 2))
+def test_all_reduce_of_a_plain_argument_in_tf_function_reduces_as_eagerly(n):
+  # The same tensor, passed to run as a plain argument, has no device inside
+  # a tf.function; ours reduces it from the host and gives what TensorFlow
+  # gives eagerly (one value shared by all replicas: its SUM is itself),
+  # where TensorFlow's traced run fails (documented).
+  ours, native = pair(n)
+
+  def step(x):
+    return tf.distribute.get_replica_context().all_reduce("SUM", x)
+
+  def program(strategy):
+    result = strategy.run(step, args=(tf.constant([1.0, 2.0]),))
+    return strategy.experimental_local_results(result)
+
+  expected = [[1.0, 2.0]] * n
+  assert [v.numpy().tolist() for v in program(native)] == expected
+  assert [v.numpy().tolist() for v in program(ours)] == expected
+  traced = tf.function(lambda: program(ours))()
+  assert [v.numpy().tolist() for v in traced] == expected
+  with pytest.raises(ValueError, match="destinations"):
+    tf.function(lambda: program(native))()
+
+
 # -- the runner -----------------------------------------------------------------
 
 @pytest.mark.parametrize("n", (2, 4))
@@ -190,6 +214,59 @@ def test_runs_from_a_non_main_thread(n):
   result = within(DEADLINE, lambda: ours.run(step))
   assert norm(result) == norm(values_lib.PerReplica(
       [tf.constant(n * (n + 1) / 2.0)] * n))
+
+
+def _scoped_variable_name():
+  """Makes ``w`` in a variable scope with a default name, as tf.layers
+  layers do, and returns the variable's name."""
+  with tf.compat.v1.variable_scope(None, default_name="block"):
+    return tf.compat.v1.get_variable(
+        "w", [1], initializer=tf.compat.v1.zeros_initializer()).name
+
+
+@pytest.mark.parametrize("n", REPLICAS)
+def test_default_scope_names_are_shared_by_replicas_in_graphs(n):
+  # TensorFlow enters the caller's variable scope again for every replica,
+  # which restores the default-name counts on exit: each replica (and each
+  # traced run) names the scope "block", so the replicas share one variable
+  # and a second run in one tf.function reuses it as well.
+  def graph_program(strategy):
+    with tf.Graph().as_default():
+      with strategy.scope():
+        first = strategy.extended.call_for_each_replica(_scoped_variable_name)
+        names = sorted(v.name for v in tf.compat.v1.global_variables())
+        try:
+          strategy.extended.call_for_each_replica(_scoped_variable_name)
+          second = "made"
+        except ValueError as e:
+          second = "already exists" if "already exists" in str(e) else str(e)
+      return norm(first), names, second
+
+  def function_program(strategy):
+    with strategy.scope():
+      @tf.function
+      def f():
+        return (strategy.run(_scoped_variable_name),
+                strategy.run(_scoped_variable_name))
+      return norm(f())
+
+  ours, native = pair(n)
+  assert graph_program(ours) == graph_program(native)
+  assert graph_program(ours)[1:] == (["block/w:0"], "already exists")
+  assert function_program(ours) == function_program(native)
+
+
+@pytest.mark.parametrize("n", REPLICAS)
+def test_non_slot_devices_of_no_variables_is_a_clear_value_error(n):
+  ours, native = pair(n)
+  with pytest.raises(ValueError):
+    native.extended.non_slot_devices([])
+  with pytest.raises(ValueError, match="var_list is empty"):
+    ours.extended.non_slot_devices([])
+  # A v1 optimizer given nothing to train fails as without a strategy.
+  optimizer = tf.compat.v1.train.GradientDescentOptimizer(0.1)
+  with ours.scope(), pytest.raises(ValueError, match="var_list is empty"):
+    ours.run(lambda: optimizer.apply_gradients([]))
 
 
 # -- errors -------------------------------------------------------------------
