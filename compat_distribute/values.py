@@ -173,8 +173,12 @@ for _op in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__",
 
 
 def is_distributed(value: Any) -> bool:
-  """Fast ``isinstance(value, DistributedValues)`` for our own values."""
-  return getattr(type(value), "_is_compat_distributed_values", False)
+  """Whether ``value`` is a per-replica or mirrored value: ours (checked
+  first, fast) or one TensorFlow's own code built (its
+  ``tf.distribute.DistributedValues``, e.g. from TensorFlow's test
+  utilities), which holds its parts in ``_values`` as ours do."""
+  return (getattr(type(value), "_is_compat_distributed_values", False) or
+          isinstance(value, tf.distribute.DistributedValues))
 
 
 # Leaf types that select_replica can pass through without a tf.nest walk.

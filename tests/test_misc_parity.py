@@ -312,3 +312,34 @@ def test_scope_exited_on_the_wrong_thread_still_exits_on_its_own(kind):
   assert clean
   with tf.distribute.OneDeviceStrategy("/cpu:1").scope():
     assert tf.Variable(1.0).device.endswith("CPU:1")
+
+
+@pytest.mark.parametrize("kind", ["central_1", "central_2"])
+def test_per_replica_values_made_by_tensorflow_are_taken(kind):
+  # A PerReplica built by TensorFlow's own code (here by its strategy; its
+  # test utilities build the same type) is used per replica by
+  # TensorFlow's CentralStorage: ours too.
+  native, ours = _both(kind)
+  n = native.num_replicas_in_sync
+  made = native.experimental_distribute_values_from_function(
+      lambda ctx: tf.constant([float(ctx.replica_id_in_sync_group + 1)]))
+  assert not type(made).__module__.startswith("compat_distribute")
+
+  def program(strategy):
+    double = lambda x: x * 2.0
+    return _numpy((
+        list(strategy.experimental_local_results(made)),
+        list(strategy.experimental_local_results(
+            strategy.run(double, args=(made,)))),
+        list(strategy.experimental_local_results(
+            tf.function(lambda: strategy.run(double, args=(made,)))())),
+        strategy.reduce("SUM", made, axis=None),
+        strategy.reduce("MEAN", made, axis=0),
+        list(strategy.experimental_local_results(
+            strategy.extended.reduce_to("SUM", made, "/cpu:0"))),
+        strategy.gather(made, axis=0)))
+
+  result = program(ours)
+  assert result == program(native)
+  assert result[0] == [[float(i + 1)] for i in range(n)]
+  assert result[3] == [n * (n + 1) / 2]
