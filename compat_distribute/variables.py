@@ -355,7 +355,7 @@ for _name in ("name", "dtype", "shape", "device", "graph", "op", "handle",
 
 for _name in ("get_shape", "set_shape", "sparse_read", "gather_nd", "eval",
               "load", "initialized_value", "count_up_to", "to_proto",
-              "is_initialized", "scatter_update", "scatter_add",
+              "from_proto", "is_initialized", "scatter_update", "scatter_add",
               "scatter_sub", "scatter_max", "scatter_min", "scatter_mul",
               "scatter_div", "scatter_nd_update", "scatter_nd_add",
               "scatter_nd_sub", "scatter_nd_max", "scatter_nd_min",

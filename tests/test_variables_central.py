@@ -260,6 +260,26 @@ def test_per_replica_value_assigned_outside_replica_context(n, mode):
 
 
 @pytest.mark.parametrize("n", REPLICAS)
+def test_proto_round_trip_as_native(n):
+  # from_proto of a variable made in scope builds a plain resource variable
+  # from the proto in a graph, and is refused eagerly, as in TensorFlow.
+  def program(strategy):
+    with tf.Graph().as_default():
+      with strategy.scope():
+        v = tf.Variable([1.0, 2.0], name="pv")
+      copy = v.from_proto(v.to_proto())
+      in_graph = (type(copy).__name__, copy.name, copy.shape.as_list())
+    with strategy.scope():
+      v = tf.Variable([1.0, 2.0], name="pv")
+    with pytest.raises(RuntimeError, match="eager"):
+      v.from_proto(None)
+    return in_graph
+
+  ours, native = both(n, program)
+  assert ours == native == ("ResourceVariable", "pv:0", [2])
+
+
+@pytest.mark.parametrize("n", REPLICAS)
 def test_update_context_does_not_merge_again(n, mode):
   def program(strategy):
     with strategy.scope():
