@@ -67,6 +67,12 @@ def session_config(strategy, native):
   return config
 
 
+def _devices(strategy, step_input):
+  """The device of every tensor in every replica's part of one step."""
+  return [t.device for t in tf.nest.flatten(
+      strategy.experimental_local_results(step_input))]
+
+
 def build(strategy, input_kind):
   """The graph: variables, an iterator, a step run per replica; and facts
   about the input to compare."""
@@ -97,13 +103,11 @@ def build(strategy, input_kind):
     on_host = strategy.distribute_datasets_from_function(
         lambda ctx: dataset.batch(2),
         options=tf.distribute.InputOptions(experimental_fetch_to_device=False))
-    facts["host_input_devices"] = [
-        t.device for t in tf.nest.flatten(strategy.experimental_local_results(
-            tf.compat.v1.data.make_initializable_iterator(on_host).get_next()))]
+    facts["host_input_devices"] = _devices(
+        strategy,
+        tf.compat.v1.data.make_initializable_iterator(on_host).get_next())
   if iterator is not None:
-    facts["input_devices"] = [
-        t.device for t in tf.nest.flatten(
-            strategy.experimental_local_results(iterator.get_next()))]
+    facts["input_devices"] = _devices(strategy, iterator.get_next())
 
   with strategy.scope():
     w = tf.compat.v1.get_variable("w", shape=[2, 1],

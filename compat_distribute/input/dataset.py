@@ -96,8 +96,7 @@ class DistributedDataset(tf.distribute.DistributedDataset, _CompositeTensor,
           "distributed dataset's iterator is ready as soon as it is made, "
           "so there is no initializer to run. Use iter(dist_dataset) or "
           "dist_dataset.make_one_shot_iterator() instead.")
-    return iterator_v1.InputIterator(self._layout, self._host,
-                                     strategy=self._strategy)
+    return self._v1_iterator()
 
   def make_one_shot_iterator(self) -> iterator_v1.InputIterator:
     """A v1 input iterator over this dataset that needs no initializer, as
@@ -123,6 +122,9 @@ class DistributedDataset(tf.distribute.DistributedDataset, _CompositeTensor,
           "iterator = dist_dataset.make_initializable_iterator() and run "
           "iterator.initializer in your session (or iterate the dataset "
           "with a for loop inside a tf.function).")
+    return self._v1_iterator()
+
+  def _v1_iterator(self) -> iterator_v1.InputIterator:
     return iterator_v1.InputIterator(self._layout, self._host,
                                      strategy=self._strategy)
 
