@@ -5,12 +5,15 @@ on the v1 base class.
 >>> from compat_distribute import v1 as distribute
 >>> strategy = distribute.OneDeviceStrategy("/cpu:0")
 >>> strategy
-OneDeviceStrategy(device='/job:localhost/replica:0/task:0/device:CPU:0')
+OneDeviceStrategyV1(device='/job:localhost/replica:0/task:0/device:CPU:0')
 >>> isinstance(strategy, tf.distribute.Strategy)  # v1 only, as in TF
 False
+>>> type(strategy).__name__ == type(
+...     tf.compat.v1.distribute.OneDeviceStrategy("/cpu:0")).__name__
+True
 >>> distribute.experimental.CentralStorageStrategy(["/cpu:0", "/cpu:1"],
 ...                                              parameter_device="/cpu:0")
-CentralStorageStrategy(compute_devices=['/job:localhost/replica:0/task:0/device:CPU:0', '/job:localhost/replica:0/task:0/device:CPU:1'], parameter_device='/cpu:0')
+CentralStorageStrategyV1(compute_devices=['/job:localhost/replica:0/task:0/device:CPU:0', '/job:localhost/replica:0/task:0/device:CPU:1'], parameter_device='/cpu:0')
 """
 from __future__ import annotations
 
@@ -22,8 +25,11 @@ from compat_distribute import strategy_v1
 
 
 # TensorFlow's classes come last, for type identity only (see one_device.py).
-class OneDeviceStrategy(one_device.OneDeviceMethods, strategy_v1.Strategy,
-                        tf.compat.v1.distribute.OneDeviceStrategy):
+# The class names end in V1, as TensorFlow's v1 classes do (tf_keras puts
+# ``type(strategy).__name__`` into messages); the facade exports them under
+# the public names.
+class OneDeviceStrategyV1(one_device.OneDeviceMethods, strategy_v1.StrategyV1,
+                          tf.compat.v1.distribute.OneDeviceStrategy):
   """``tf.compat.v1.distribute.OneDeviceStrategy``: variables, computation
   and input all on ``device``.
 
@@ -32,8 +38,8 @@ class OneDeviceStrategy(one_device.OneDeviceMethods, strategy_v1.Strategy,
   """
 
 
-class CentralStorageStrategy(
-    central_storage.CentralStorageMethods, strategy_v1.Strategy,
+class CentralStorageStrategyV1(
+    central_storage.CentralStorageMethods, strategy_v1.StrategyV1,
     tf.compat.v1.distribute.experimental.CentralStorageStrategy):
   """``tf.compat.v1.distribute.experimental.CentralStorageStrategy``: one
   copy of every variable on ``parameter_device``, compute replicated over

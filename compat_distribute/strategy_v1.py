@@ -6,8 +6,9 @@ TF1-style programs build a graph once and run it with a
 initialised, run a step with ``experimental_run(fn, iterator)``, and ask the
 strategy for a session config with ``update_config_proto``.  This module adds
 those methods to the shared ``StrategyMethods``; the v1 base class
-``Strategy`` derives from ``tf.compat.v1.distribute.Strategy`` (and, like
-TensorFlow's own v1 classes, not from ``tf.distribute.Strategy``).
+``StrategyV1`` (exported as ``Strategy``, named as TensorFlow's) derives
+from ``tf.compat.v1.distribute.Strategy`` (and, like TensorFlow's own v1
+classes, not from ``tf.distribute.Strategy``).
 
 >>> import tensorflow as tf
 >>> from compat_distribute import v1 as distribute
@@ -53,7 +54,7 @@ class StrategyV1Methods:
     return strategy_lib.StrategyMethods.reduce(self, reduce_op, value, axis)
 
 
-class Strategy(StrategyV1Methods, strategy_iterators.IteratorMethods,
+class StrategyV1(StrategyV1Methods, strategy_iterators.IteratorMethods,
                strategy_lib.StrategyMethods,
                tf.compat.v1.distribute.Strategy):
   """Base class of the v1 (``compat_distribute.v1``) strategies.

@@ -37,6 +37,21 @@ def test_facade_names_are_tf_compat_v1_names():
   assert v1.ReduceOp is tf.distribute.ReduceOp
 
 
+def test_v1_class_names_are_tensorflows():
+  # TensorFlow's v1 classes are named ...V1 behind their public names;
+  # tf_keras puts type(strategy).__name__ into its messages.
+  native = (tf.compat.v1.distribute.Strategy,
+            tf.compat.v1.distribute.OneDeviceStrategy,
+            tf.compat.v1.distribute.experimental.CentralStorageStrategy)
+  ours = (v1.Strategy, v1.OneDeviceStrategy,
+          v1.experimental.CentralStorageStrategy)
+  assert [c.__name__ for c in ours] == [c.__name__ for c in native] == [
+      "StrategyV1", "OneDeviceStrategyV1", "CentralStorageStrategyV1"]
+  assert [c.__qualname__ for c in ours] == [c.__name__ for c in ours]
+  assert (type(v1.OneDeviceStrategy("/cpu:0")).__name__ ==
+          type(tf.compat.v1.distribute.OneDeviceStrategy("/cpu:0")).__name__)
+
+
 def test_facade_falls_back_to_tf():
   assert v1.MirroredStrategy is tf.compat.v1.distribute.MirroredStrategy
   assert v1.get_loss_reduction is tf.compat.v1.distribute.get_loss_reduction

@@ -17,8 +17,8 @@ from compat_distribute.context import get_cross_replica_context
 from compat_distribute.extended import Extended as StrategyExtended
 from compat_distribute.input import InputContext
 from compat_distribute.replica_context import ReplicaContext
-from compat_distribute.strategies_v1 import OneDeviceStrategy
-from compat_distribute.strategy_v1 import Strategy
+from compat_distribute.strategies_v1 import OneDeviceStrategyV1 as OneDeviceStrategy
+from compat_distribute.strategy_v1 import StrategyV1 as Strategy
 from compat_distribute.v1 import experimental
 
 InputReplicationMode = _tf.distribute.InputReplicationMode

@@ -3,7 +3,8 @@
 resolve to TensorFlow's own."""
 import tensorflow as _tf
 
-from compat_distribute.strategies_v1 import CentralStorageStrategy
+from compat_distribute.strategies_v1 import (
+    CentralStorageStrategyV1 as CentralStorageStrategy)
 
 __all__ = ["CentralStorageStrategy"]
 
