@@ -144,6 +144,14 @@ class CentralStorageExtended(extended_lib.Extended):
     self._variable_device = parameter_device
     self._input_device = devices_lib.canonicalize(_HOST_CPU)
     self._cross_device_ops: Any = cross_device.ReduceToOneDevice()
+    # The cluster attributes TensorFlow's extended has on one machine (no
+    # cluster, the chief); tf_keras reads them (``_task_id``, ``_task_type``)
+    # in its file and checkpoint helpers.
+    self._cluster_spec = None
+    self._task_type = None
+    self._task_id = None
+    self._is_chief = True
+    self._worker_device = self._input_device
 
   # -- devices --------------------------------------------------------------
 

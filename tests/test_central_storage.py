@@ -31,6 +31,17 @@ def test_devices_match_native(n):
   assert ours.extended._input_device == cpu(0)  # pylint: disable=protected-access
 
 
+@pytest.mark.parametrize("n", REPLICAS)
+def test_single_machine_cluster_attributes_match_native(n):
+  # tf_keras reads extended._task_id / _task_type (distributed_file_utils).
+  ours, native = pair(n)
+  for name in ("_cluster_spec", "_task_type", "_task_id", "_is_chief",
+               "_worker_device"):
+    assert getattr(ours.extended, name) == getattr(native.extended, name), name
+  assert ours.extended._is_chief is True  # pylint: disable=protected-access
+  assert ours.extended._worker_device == cpu(0)  # pylint: disable=protected-access
+
+
 def test_default_devices_match_native():
   ours, native = OursCentralStorage(), NativeCentralStorage()
   assert ours.extended.worker_devices == native.extended.worker_devices
