@@ -20,6 +20,8 @@ v1 = tf.compat.v1
 
 
 def _strategy(variant: str) -> Any:
+  if variant == "by_hand":
+    raise workloads.NotApplicable(variant)
   if variant == "none":
     return None
   if variant == "native":

@@ -1,11 +1,14 @@
 """The workloads the benchmark times, each in three variants.
 
 Every builder takes a variant -- ``"native"`` (TensorFlow's own strategy),
-``"ours"`` (compat_distribute) or ``"none"`` (the same work without any
-strategy, the limit) -- and returns a ``Unit``: a callable doing one unit of
-work (one ``run`` call, one training step, one trace, one batch), plus how
-many units one timed block should hold.  Building (strategy, variables,
-datasets, the first trace) happens in the builder, outside the timings.
+``"ours"`` (compat_distribute), ``"none"`` (the same work without any
+strategy, on one device: the limit) or ``"by_hand"`` (CentralStorage's
+two-replica training step written out without a strategy: the limit for
+any two-replica strategy; other workloads raise ``NotApplicable``) -- and
+returns a ``Unit``: a callable doing one unit of work (one ``run`` call, one
+training step, one trace, one batch), plus how many units one timed block
+should hold.  Building (strategy, variables, datasets, the first trace)
+happens in the builder, outside the timings.
 
 All strategies here are single-machine ones; ``CentralStorage`` computes on
 two logical CPUs (``run.py`` creates them before TensorFlow initialises).
@@ -18,11 +21,16 @@ from typing import Any, Callable
 import numpy as np
 import tensorflow as tf
 
-VARIANTS = ("native", "ours", "none")
+VARIANTS = ("native", "ours", "none", "by_hand")
 GLOBAL_BATCH = 64
 FEATURES, HIDDEN, CLASSES = 32, 64, 10
 LEARNING_RATE = 0.1
 TWO_CPUS = ("/cpu:0", "/cpu:1")
+
+
+class NotApplicable(Exception):
+  """The workload has no such variant (``by_hand`` outside CentralStorage's
+  training step)."""
 
 
 @dataclasses.dataclass
@@ -37,6 +45,8 @@ class Unit:
 
 def make_strategy(kind: str, variant: str) -> Any:
   """``kind`` is ``"one_device"`` or ``"central_storage"``."""
+  if variant == "by_hand":
+    raise NotApplicable(variant)
   if variant == "none":
     return None
   if variant == "native":
@@ -165,6 +175,21 @@ class _Mlp:
       v.assign_sub(LEARNING_RATE * g)
     return loss
 
+  def by_hand_step(self, xs: list[tf.Tensor], ys: list[tf.Tensor]) -> Any:
+    """What CentralStorage's step does, written out: each replica's
+    forward and backward pass under its own device, then the gradients
+    summed and applied (and the losses summed) on the parameter device."""
+    grads, losses = [], []
+    for device, x, y in zip(TWO_CPUS, xs, ys):
+      with tf.device(device):
+        loss, replica_grads = self.loss_and_grads(x, y)
+      losses.append(loss)
+      grads.append(replica_grads)
+    with tf.device(TWO_CPUS[0]):
+      for v, *per_replica in zip(self.variables, *grads):
+        v.assign_sub(LEARNING_RATE * tf.math.add_n(per_replica))
+      return tf.math.add_n(losses)
+
   def step_fn(self) -> Callable[..., Any]:
     """The Python training step (wrap it in a fresh ``tf.function``)."""
     strategy = self.strategy
@@ -190,12 +215,27 @@ def _sgd_update(var: tf.Variable, grad: tf.Tensor) -> Any:
   return var.assign_sub(LEARNING_RATE * grad)
 
 
-def train_step(kind: str, variant: str) -> Unit:
-  """One call of a traced ``tf.function`` training step."""
+def _step_and_inputs(kind: str, variant: str) -> tuple[Any, Any, Any, Any]:
+  """The model, its Python training step and the step's two inputs."""
+  if variant == "by_hand":
+    if kind != "central_storage":
+      raise NotApplicable(variant)
+    model = _Mlp(None)
+    x, y = _data()
+    half = GLOBAL_BATCH // len(TWO_CPUS)
+    xs = [tf.constant(x[:half]), tf.constant(x[half:])]
+    ys = [tf.constant(y[:half]), tf.constant(y[half:])]
+    return model, model.by_hand_step, xs, ys
   strategy = make_strategy(kind, variant)
   model = _Mlp(strategy)
   x, y = _split_batch(strategy, *_data())
-  step = tf.function(model.step_fn())
+  return model, model.step_fn(), x, y
+
+
+def train_step(kind: str, variant: str) -> Unit:
+  """One call of a traced ``tf.function`` training step."""
+  model, python_step, x, y = _step_and_inputs(kind, variant)
+  step = tf.function(python_step)
   step(x, y)  # trace outside the timings
   first = model.variables[0]
   return Unit(lambda: step(x, y), per_block=50, sync=first.numpy)
@@ -203,10 +243,7 @@ def train_step(kind: str, variant: str) -> Unit:
 
 def trace(kind: str, variant: str) -> Unit:
   """Tracing the training step: a fresh ``tf.function`` each unit."""
-  strategy = make_strategy(kind, variant)
-  model = _Mlp(strategy)
-  x, y = _split_batch(strategy, *_data())
-  python_step = model.step_fn()
+  _, python_step, x, y = _step_and_inputs(kind, variant)
 
   def trace_once():
     return tf.function(python_step).get_concrete_function(x, y)
