@@ -30,8 +30,10 @@ from compat_distribute.input import iterator as iterator_lib
 from compat_distribute.input import layout as layout_lib
 
 
-class InputIterator:
+class InputIterator(tf.distribute.DistributedIterator):
   """Steps of input for all replicas, for the v1 API (graph or eager).
+
+  A ``tf.distribute.DistributedIterator``, as TensorFlow's v1 iterators are.
 
   Args:
     layout: how host elements map to replicas.
