@@ -80,8 +80,9 @@ class InputIterator(tf.distribute.DistributedIterator):
 
   def initialize(self) -> Optional[tf.Operation]:
     """One op that (re)starts the input: run it in your session before the
-    first step.  Eagerly this restarts the input and returns ``None`` (as
-    TensorFlow's iterator does)."""
+    first step.  Eagerly this restarts the input and returns ``None``;
+    inside a ``tf.function`` it restarts it and returns a ``tf.Operation``
+    (a no-op), as TensorFlow's iterator does."""
     if self._graph:
       # On the replica's device with one replica (its input worker), else
       # on the host, as TensorFlow's initializer op.
@@ -93,6 +94,8 @@ class InputIterator(tf.distribute.DistributedIterator):
         return tf.no_op(name="group_deps")  # what tf.group names it
     if self._host is not None:
       self._host = self._make_host_iterator()
+    if not tf.executing_eagerly():  # a tf.function being traced
+      return tf.no_op(name="group_deps")
     return None
 
   @property
