@@ -27,6 +27,7 @@ PerReplica:{
 """
 from __future__ import annotations
 
+import collections.abc
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
@@ -59,14 +60,26 @@ def default_compute_devices() -> list[str]:
   return [devices_lib.canonicalize(_HOST_CPU)]
 
 
+class ComputeDevicesTypeError(TypeError, ValueError):
+  """``compute_devices`` is a string or not iterable.
+
+  TensorFlow iterates a string's characters and fails with ``ValueError``
+  (and with ``TypeError`` on a number); this error is both.
+  """
+  __init__ = Exception.__init__  # lets AutoGraph re-raise it
+
+
 def _check_compute_devices(compute_devices: Any) -> list[str]:
   if isinstance(compute_devices, str) or not isinstance(
-      compute_devices, (list, tuple)):
-    raise TypeError(
+      compute_devices, collections.abc.Iterable):
+    raise ComputeDevicesTypeError(
         "compute_devices must be a list of device names, got "
         f"{compute_devices!r} of type {type(compute_devices).__name__}. Pass "
         "e.g. compute_devices=['/gpu:0', '/gpu:1'], or None for all local "
         "GPUs (else the CPU).")
+  # Any other iterable (a tuple, set, generator or NumPy array) is taken as
+  # TensorFlow takes it.
+  compute_devices = list(compute_devices)
   if not compute_devices:
     raise ValueError(
         "compute_devices is empty: CentralStorageStrategy needs at least one "
@@ -130,6 +143,8 @@ class CentralStorageExtended(extended_lib.Extended):
                parameter_device: Optional[str] = None) -> None:
     compute = (default_compute_devices() if compute_devices is None else
                _check_compute_devices(compute_devices))
+    if isinstance(parameter_device, tf.DeviceSpec):
+      parameter_device = parameter_device.to_string()  # TF accepts it too
     if parameter_device is None:
       parameter_device = compute[0] if len(compute) == 1 else _HOST_CPU
     elif not isinstance(parameter_device, str) or not parameter_device:
@@ -227,8 +242,11 @@ class CentralStorageExtended(extended_lib.Extended):
           f"reduce_to needs destinations, got {destinations!r}. Pass a "
           "device string, a variable, or a per-replica value (all-reduce).")
     if not values_lib.is_distributed(value):
-      if not tf.is_tensor(value) and np.all(np.asarray(value) == 0):
-        return np.zeros_like(np.asarray(value))  # zeros sum to zeros
+      if (not tf.is_tensor(value) and not tf.nest.is_nested(value) and
+          np.all(np.asarray(value) == 0)):
+        # Zeros sum to zeros.  (A nest may hold symbolic tensors, which
+        # NumPy cannot read; TensorFlow does not look inside it either.)
+        return np.zeros_like(np.asarray(value))
       cross_device.check_reducible(reduce_op, value,
                                    self._num_replicas_in_sync)
       if reduce_op == tf.distribute.ReduceOp.MEAN:
@@ -276,6 +294,11 @@ class CentralStorageExtended(extended_lib.Extended):
     if isinstance(tensor, (int, float)):
       # Python numbers stay unconverted so their dtype follows their use.
       return tensor
+    if isinstance(destinations, str) and not destinations:
+      raise ValueError(
+          "broadcast_to needs a destination, got the empty string. Pass a "
+          "device string such as '/cpu:0', a variable or a per-replica "
+          "value.")
     if not destinations:
       destinations = self._compute_devices[0]
     return cross_device.broadcast(

@@ -25,23 +25,36 @@ def canonicalize(device: Any) -> str:
 
   Missing parts come from the innermost ``tf.device`` scope, then from
   replica 0, task 0, device CPU:0; the job is ``localhost`` when executing
-  eagerly and left out in a TF1 graph, as TensorFlow does.
+  eagerly and left out in a TF1 graph, as TensorFlow does.  ``None`` or
+  ``""`` names no device, so the scope or CPU:0 is used (TensorFlow's
+  ``OneDeviceStrategy(None)`` too).
+
+  Raises:
+    DeviceTypeError: ``device`` is not a string (nor a ``LogicalDevice``).
+    ValueError: TensorFlow cannot parse it (e.g. ``"/foo:0"``), or its
+      device type is not in capitals (e.g. ``"/device:foo:0"``; also an
+      ``AssertionError``, as in TensorFlow).
   """
+  if device is None:
+    device = ""
   if not isinstance(device, str):
     device = getattr(device, "name", device)
-  if not isinstance(device, str) or not device:
-    raise ValueError(
-        f"A device must be a non-empty string such as '/cpu:0' or 'GPU:1', "
-        f"got {device!r}.")
-  text = device if device.startswith("/") else "/" + device
-  if ":" in text and "device:" not in text.lower() and "/job" not in text:
-    text = "/device:" + text[1:]
+  if not isinstance(device, str):
+    raise DeviceTypeError(
+        f"A device must be a string such as '/cpu:0' or 'GPU:1', got "
+        f"{device!r} of type {type(device).__name__}. Pass the device's "
+        "name (for a tf.DeviceSpec, spec.to_string()).")
   try:
-    spec = tf.DeviceSpec.from_string(text)
+    spec = tf.DeviceSpec.from_string(device)
   except ValueError as e:
     raise ValueError(
         f"Cannot parse device {device!r} ({e}). Use a name such as '/cpu:0', "
         "'/gpu:1' or '/job:localhost/replica:0/task:0/device:CPU:0'.") from e
+  if spec.device_type and spec.device_type != spec.device_type.upper():
+    raise DeviceTypeCaseError(
+        f"Device type {spec.device_type!r} in device {device!r} must be in "
+        f"capitals (TensorFlow's rule). Write "
+        f"'/device:{spec.device_type.upper()}:...'.")
   result = tf.DeviceSpec(replica=0, task=0, device_type="CPU", device_index=0)
   if tf.compat.v1.executing_eagerly_outside_functions():
     result = result.replace(job="localhost")
@@ -49,6 +62,20 @@ def canonicalize(device: Any) -> str:
   if scope:
     result = result.make_merged_spec(tf.DeviceSpec.from_string(scope))
   return result.make_merged_spec(spec).to_string()
+
+
+class DeviceTypeError(TypeError, AttributeError):
+  """A device that is not a string.
+
+  TensorFlow fails on it with ``AttributeError`` (numbers, ``DeviceSpec``)
+  or ``TypeError`` (lists, bytes); this error is both.
+  """
+  __init__ = Exception.__init__  # lets AutoGraph re-raise it
+
+
+class DeviceTypeCaseError(ValueError, AssertionError):
+  """A device type not in capitals (TensorFlow: ``AssertionError``)."""
+  __init__ = Exception.__init__  # lets AutoGraph re-raise it
 
 
 def host_of(device: str) -> str:
