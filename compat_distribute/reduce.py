@@ -11,6 +11,7 @@ from __future__ import annotations
 import operator
 from typing import Any, Sequence, Union
 
+import numpy as np
 import tensorflow as tf
 
 ReduceOp = tf.distribute.ReduceOp
@@ -19,13 +20,15 @@ _VALID = ", ".join(f"tf.distribute.ReduceOp.{op.name} (or {op.value!r})"
                    for op in ReduceOp)
 
 
-class ReduceOpTypeError(TypeError, AssertionError):
+class ReduceOpTypeError(TypeError, AssertionError, ValueError):
   """A ``reduce_op`` that is neither a ``ReduceOp`` nor a string.
 
   TensorFlow raises ``TypeError`` for this in some methods
-  (``Strategy.reduce`` with an ``axis``) and ``AssertionError`` in others
-  (``reduce`` with ``axis=None``, ``reduce_to``, ``all_reduce``); this class
-  is both, so code catching either keeps working.
+  (``Strategy.reduce`` with an ``axis``), ``AssertionError`` in others
+  (``reduce`` with ``axis=None``, ``reduce_to``, ``all_reduce``) and
+  ``ValueError`` in CentralStorage's ``batch_reduce_to`` and ``all_reduce``
+  with several replicas; this class is all three, so code catching any of
+  them keeps working.
   """
   # Exception's own __init__ lets AutoGraph re-raise this type (with the
   # user's source location) when it is raised inside a tf.function.
@@ -99,15 +102,17 @@ def check_axis(axis: Any, value: Any) -> Any:
   if isinstance(axis, (tuple, list)):
     return type(axis)(check_axis(a, value) for a in axis)
   if tf.is_tensor(axis):
+    if not axis.dtype.is_integer:
+      raise TypeError(
+          f"`axis` must be None or an integer, got a tensor of dtype "
+          f"{axis.dtype.name}: {axis!r}. Pass an integer (or int32/int64 "
+          "tensor), e.g. axis=0.")
     static = tf.get_static_value(axis)
-    if static is None or not axis.dtype.is_integer or axis.shape.rank != 0:
+    if static is None or axis.shape.rank != 0:
       return axis
     axis = int(static)
-  elif isinstance(axis, bool):
-    raise TypeError(
-        f"`axis` must be None or an integer, got {axis!r} of type bool. Pass "
-        "the batch dimension, e.g. axis=0.")
   else:
+    # A bool is an int here, as in TensorFlow (True is axis 1).
     try:
       axis = operator.index(axis)
     except TypeError:
@@ -116,13 +121,15 @@ def check_axis(axis: Any, value: Any) -> Any:
           f"{type(axis).__name__}. Pass the batch dimension, e.g. axis=0."
       ) from None
   rank = getattr(getattr(value, "shape", None), "rank", None)
+  if isinstance(value, (int, float, complex, np.generic)):
+    rank = 0  # a Python or NumPy scalar: TensorFlow sums it as a tensor
   if rank is None:
     return axis
   if not -rank <= axis < rank:
     raise ValueError(
         f"`axis`={axis} is out of range for a value of rank {rank} (shape "
-        f"{value.shape}). Pass an axis in [{-rank}, {rank}), or axis=None "
-        "to reduce only across replicas.")
+        f"{getattr(value, 'shape', ())}). Pass an axis in [{-rank}, {rank}), "
+        "or axis=None to reduce only across replicas.")
   return axis + rank if axis < 0 else axis
 
 
