@@ -32,6 +32,7 @@ from compat_distribute import _tf_private
 class MissingReduceOpError(ValueError, AssertionError):
   """``set_last_step_output`` in replica context without a ``reduce_op``
   (TensorFlow asserts; this error is also a ``ValueError``)."""
+  __init__ = Exception.__init__  # lets AutoGraph re-raise it
 
 
 class MultiStepContext:

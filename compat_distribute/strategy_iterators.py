@@ -42,7 +42,8 @@ class IteratorMethods:
     ``get_next()``, which gives one batch per replica.
     """
     if not isinstance(dataset, tf.data.Dataset):
-      raise TypeError(
+      # TensorFlow fails with AttributeError; this error is also that.
+      raise input_lib.build.NotADatasetError(
           "make_dataset_iterator expects a tf.data.Dataset of global batches, "
           f"got {dataset!r} of type {type(dataset).__name__}. Build one with "
           "tf.data (e.g. tf.data.Dataset.from_tensor_slices(x).batch(n)); "
@@ -97,7 +98,7 @@ class IteratorMethods:
       _check_callable_without_args(fn)
       return self.run(fn)
     if not callable(getattr(input_iterator, "get_next", None)):
-      raise TypeError(
+      raise NotAnIteratorError(
           "experimental_run expects `input_iterator` to be an input iterator "
           "(from make_dataset_iterator or make_input_fn_iterator), got "
           f"{input_iterator!r} of type {type(input_iterator).__name__}. "
@@ -105,6 +106,12 @@ class IteratorMethods:
     with self.scope():
       inputs = input_iterator.get_next()
     return self.run(fn, args=(inputs,))
+
+
+class NotAnIteratorError(TypeError, AttributeError):
+  """``experimental_run`` got an input iterator without ``get_next``
+  (TensorFlow: ``AttributeError``); this error is also a ``TypeError``."""
+  __init__ = Exception.__init__  # lets AutoGraph re-raise it
 
 
 def _check_callable_without_args(fn: Callable[..., Any]) -> None:

@@ -26,6 +26,7 @@ class NotADatasetError(TypeError, ValueError, AttributeError):
   attribute) for other values; this error is all of ``TypeError``,
   ``ValueError`` and ``AttributeError`` so handlers for any of them work.
   """
+  __init__ = Exception.__init__  # lets AutoGraph re-raise it
 
 
 class NotCallableError(TypeError, ValueError):
@@ -34,6 +35,7 @@ class NotCallableError(TypeError, ValueError):
   TensorFlow raises ``TypeError``, or ``ValueError`` for ``None``; this
   error is both.
   """
+  __init__ = Exception.__init__  # lets AutoGraph re-raise it
 
 
 def _layout(extended: Any, kind: str,

@@ -48,10 +48,50 @@ class NoSessionError(ValueError, AssertionError):
   TensorFlow raises a bare ``AssertionError``; this error is also a
   ``ValueError`` and says what to pass.
   """
+  __init__ = Exception.__init__  # lets AutoGraph re-raise it
+
+
+class NotAnArrayError(ValueError, AttributeError):
+  """A value with no dimension to slice (a scalar or ``None``).
+
+  TensorFlow raises ``ValueError`` eagerly and ``AttributeError`` (no
+  ``shape``) in a graph; this error is both.
+  """
+  __init__ = Exception.__init__  # lets AutoGraph re-raise it
+
+
+def _rank(value: Any) -> Any:
+  """``value``'s number of dimensions, or None if unknown."""
+  shape = getattr(value, "shape", None)
+  if shape is not None:
+    return tf.TensorShape(shape).rank
+  try:
+    return np.ndim(value)
+  except ValueError:  # a ragged list
+    return None
+
+
+def _not_an_array(value: Any) -> NotAnArrayError:
+  return NotAnArrayError(
+      "experimental_make_numpy_dataset slices arrays along their first "
+      f"dimension, but got {value!r}, which has none. Pass NumPy arrays of "
+      "examples, e.g. np.array([x1, x2, ...]).")
+
+
+class NotASessionError(TypeError, AttributeError):
+  """``session`` is not a session (TensorFlow: ``AttributeError``)."""
+  __init__ = Exception.__init__  # lets AutoGraph re-raise it
 
 
 def _graph_session(session: Any) -> Any:
   session = session or tf.compat.v1.get_default_session()
+  if session is not None and not (hasattr(session, "run") and
+                                  hasattr(session, "graph")):
+    raise NotASessionError(
+        "experimental_make_numpy_dataset: `session` must be a "
+        f"tf.compat.v1.Session, got {session!r} of type "
+        f"{type(session).__name__}. Pass the session that will run the "
+        "input, or None for the default session.")
   if session is None:
     raise NoSessionError(
         "experimental_make_numpy_dataset in graph mode feeds the arrays into "
@@ -78,7 +118,14 @@ def make_numpy_dataset(host: str, numpy_input: Any,
   with tf.device(host):
     if tf.executing_eagerly() or tf.inside_function():
       return tf.data.Dataset.from_tensor_slices(numpy_input)
+    # A scalar has nothing to slice.  TensorFlow checks for a shape before
+    # the session, and for a scalar shape after it.
+    scalar = not tf.nest.is_nested(numpy_input) and _rank(numpy_input) == 0
+    if scalar and not hasattr(numpy_input, "shape"):
+      raise _not_an_array(numpy_input)
     session = _graph_session(session)
+    if scalar:
+      raise _not_an_array(numpy_input)
     reads = [_fed_variable(*_as_array(value), session) for value in flat]
     return tf.data.Dataset.from_tensor_slices(
         tf.nest.pack_sequence_as(numpy_input, reads))

@@ -36,6 +36,7 @@ class UnbatchedDatasetError(ValueError, IndexError):
   Native TensorFlow raises ``IndexError`` in this situation; this error is
   both a ``ValueError`` and an ``IndexError`` so handlers for either work.
   """
+  __init__ = Exception.__init__  # lets AutoGraph re-raise it
 
 
 def piece_spec(spec: tf.TypeSpec, n: int) -> tf.TypeSpec:

@@ -22,6 +22,7 @@ class ReplicaValuesMismatchError(ValueError, AssertionError):
 
   TensorFlow raises ``AssertionError``; this error is also a ``ValueError``.
   """
+  __init__ = Exception.__init__  # lets AutoGraph re-raise it
 
 
 def _check_same_structure(values: list[Any]) -> None:
