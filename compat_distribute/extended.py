@@ -142,7 +142,20 @@ class Extended(tf.compat.v1.distribute.StrategyExtended):
     return self._create_variable(next_creator, **kwargs)
 
   def variable_created_in_scope(self, v: Any) -> bool:
-    """True when ``v`` was created inside this strategy's ``scope()``."""
+    """True when ``v`` was created inside this strategy's ``scope()``.
+
+    Raises:
+      NotAVariableError: ``v`` is not a variable (TensorFlow fails with
+        ``AttributeError``).
+    """
+    if not hasattr(v, "_distribute_strategy"):
+      raise NotAVariableError(
+          "variable_created_in_scope takes a variable, got "
+          f"{v!r} of type {type(v).__name__}. Pass a tf.Variable (e.g. one "
+          "of model.variables).")
+    return self._created_in_scope(v)
+
+  def _created_in_scope(self, v: Any) -> bool:
     return (getattr(v, "_distribute_strategy", None) is
             self._container_strategy())
 
@@ -155,7 +168,7 @@ class Extended(tf.compat.v1.distribute.StrategyExtended):
         strategy's ``scope()`` (TensorFlow's rule).
     """
     context.require_scope(self._container_strategy(), "colocate_vars_with")
-    if not self.variable_created_in_scope(colocate_with_variable):
+    if not self._created_in_scope(colocate_with_variable):
       raise ValueError(
           "`colocate_vars_with` must only be passed a variable created in "
           f"this strategy's scope(), got {colocate_with_variable!r} (created "
@@ -214,8 +227,13 @@ class Extended(tf.compat.v1.distribute.StrategyExtended):
                                   "ReplicaContext.all_reduce")
     reduce_op = reduce_lib.to_reduce_op(reduce_op)
     pairs = list(value_destination_pairs)
-    for _, destinations in pairs:
-      _check_destinations(destinations, "batch_reduce_to")
+    for pair in pairs:
+      if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+        raise NotAPairError(
+            "batch_reduce_to takes a list of (value, destinations) pairs, "
+            f"but one element is {pair!r}. Pass e.g. [(value, '/cpu:0')], "
+            "or call reduce_to for a single value.")
+      _check_destinations(pair[1], "batch_reduce_to")
     return self._batch_reduce_to(reduce_op, pairs, options)
 
   def _batch_reduce_to(self, reduce_op: Any, value_destination_pairs: Any,
@@ -363,6 +381,12 @@ class Extended(tf.compat.v1.distribute.StrategyExtended):
     if isinstance(device, (list, tuple)):
       device = device[0] if device else self._parameter_devices[0]
     device = getattr(device, "device", device)
+    if not isinstance(device, str):
+      raise NotAVariableError(
+          "update_non_slot needs `colocate_with` from non_slot_devices (a "
+          "variable, or device names), got "
+          f"{colocate_with!r} of type {type(colocate_with).__name__}. Pass "
+          "strategy.extended.non_slot_devices(var_list).")
     with tf.device(device):
       result = fn(*args, **kwargs)
     if group:
@@ -408,6 +432,23 @@ class Extended(tf.compat.v1.distribute.StrategyExtended):
   def should_save_summary(self) -> bool:
     """Whether this process should write summaries: always, here."""
     return True
+
+
+class NotAVariableError(TypeError, AttributeError):
+  """A variable argument that is not one (TensorFlow: ``AttributeError``,
+  reading a variable's attribute)."""
+  __init__ = Exception.__init__  # lets AutoGraph re-raise it
+
+
+class NotAPairError(ValueError, tf.errors.OperatorNotAllowedInGraphError):
+  """An element of ``batch_reduce_to``'s list that is not a ``(value,
+  destinations)`` pair.
+
+  TensorFlow raises ``ValueError`` (one-device CentralStorage), or unpacks
+  it: ``TypeError``, or ``OperatorNotAllowedInGraphError`` (a
+  ``TypeError``) for a tensor in a graph.  This error is all of them.
+  """
+  __init__ = Exception.__init__  # lets AutoGraph re-raise it
 
 
 class DestinationsError(ValueError, AssertionError):

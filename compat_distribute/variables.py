@@ -82,6 +82,16 @@ def create_central_variable(extended: Any, next_creator: Callable[..., Any],
   return wrapper
 
 
+class InvalidAggregationError(ValueError, TypeError):
+  """An ``aggregation`` that is not a ``tf.VariableAggregation``.
+
+  TensorFlow's CentralStorageStrategy means to raise ``ValueError`` but
+  fails with a ``TypeError`` while formatting its message; this error is
+  both.
+  """
+  __init__ = Exception.__init__  # lets AutoGraph re-raise it
+
+
 def _check_aggregation(aggregation: Any, name: Any) -> Any:
   """Returns ``aggregation`` as an enum; ``ValueError`` if it is none."""
   if aggregation is None:
@@ -92,7 +102,7 @@ def _check_aggregation(aggregation: Any, name: Any) -> Any:
     return _Aggregation(aggregation)
   except (ValueError, TypeError):
     pass
-  raise ValueError(
+  raise InvalidAggregationError(
       f"Invalid variable aggregation {aggregation!r} for variable {name!r}: "
       "a variable made under CentralStorageStrategy must have one of "
       "tf.VariableAggregation.NONE, SUM, MEAN or ONLY_FIRST_REPLICA. Pass "
