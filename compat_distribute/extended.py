@@ -14,9 +14,13 @@ import tensorflow as tf
 
 from compat_distribute import _tf_private
 from compat_distribute import context
+from compat_distribute import extended_v1
 from compat_distribute import reduce as reduce_lib
 from compat_distribute import session_config
 from compat_distribute import values as values_lib
+from compat_distribute.extended_errors import NotAPairError
+from compat_distribute.extended_errors import NotAVariableError
+from compat_distribute.extended_errors import check_destinations
 from compat_distribute.replica_context import ReplicaContext
 
 
@@ -33,7 +37,8 @@ def _warn_partitioner_dropped() -> None:
         "variable is created.")
 
 
-class Extended(tf.compat.v1.distribute.StrategyExtended):
+class Extended(extended_v1.ExtendedV1Methods,
+               tf.compat.v1.distribute.StrategyExtended):
   """Shared machinery of our strategies' ``strategy.extended``."""
 
   def __init__(self, container_strategy: Any,  # pylint: disable=super-init-not-called
@@ -216,7 +221,7 @@ class Extended(tf.compat.v1.distribute.StrategyExtended):
     context.require_cross_replica(self._container_strategy(), "reduce_to",
                                   "ReplicaContext.all_reduce")
     reduce_op = reduce_lib.to_reduce_op(reduce_op)
-    _check_destinations(destinations, "reduce_to")
+    check_destinations(destinations, "reduce_to")
     return self._reduce_to(reduce_op, value, destinations, options)
 
   def batch_reduce_to(self, reduce_op: Any, value_destination_pairs: Any,
@@ -233,7 +238,7 @@ class Extended(tf.compat.v1.distribute.StrategyExtended):
             "batch_reduce_to takes a list of (value, destinations) pairs, "
             f"but one element is {pair!r}. Pass e.g. [(value, '/cpu:0')], "
             "or call reduce_to for a single value.")
-      _check_destinations(pair[1], "batch_reduce_to")
+      check_destinations(pair[1], "batch_reduce_to")
     return self._batch_reduce_to(reduce_op, pairs, options)
 
   def _batch_reduce_to(self, reduce_op: Any, value_destination_pairs: Any,
@@ -311,161 +316,6 @@ class Extended(tf.compat.v1.distribute.StrategyExtended):
                                   "call_for_each_replica")
     with self._container_strategy().scope():
       return self._call_for_each_replica(fn, tuple(args), dict(kwargs or {}))
-
-
-  # -- v1 API (tf.compat.v1.distribute.StrategyExtended only) ---------------
-  # Owned by the v1 facade's helper; strategies may override the `_` hooks.
-
-  _between_graph = False  # see experimental_between_graph
-  _isolates_session_state = False  # see _update_config_proto
-  # distribute_datasets_from_function: see input.options.settings_from.
-  _per_replica_input_is_per_worker = False
-
-  def read_var(self, v: Any) -> tf.Tensor:
-    """The value of variable ``v`` as a tensor.
-
-    Variables here have a single copy, so this is a read; TensorFlow
-    aggregates replica-local variables, which these strategies never make.
-    """
-    return tf.identity(v)
-
-  def broadcast_to(self, tensor: Any, destinations: Any) -> Any:
-    """Copies ``tensor`` to ``destinations`` (a device string or a
-    variable, whose device is used)."""
-    context.require_cross_replica(self._container_strategy(), "broadcast_to")
-    if destinations is None or isinstance(destinations, (list, tuple)):
-      raise DestinationsError(
-          "broadcast_to takes one destination, a device string or a "
-          f"variable, got {destinations!r}. Pass e.g. '/cpu:0' or the "
-          "variable whose device the value should go to.")
-    if not (isinstance(destinations, str) or
-            values_lib.is_distributed(destinations)):
-      # A variable stands for its device; hooks then only see strings.
-      destinations = getattr(destinations, "device", None) or destinations
-    return self._broadcast_to(tensor, destinations)
-
-  def _broadcast_to(self, tensor: Any, destinations: Any) -> Any:
-    if (isinstance(tensor, (int, float)) or
-        len(self._compute_devices) == 1):
-      # Python numbers stay unconverted so their dtype follows their use
-      # (global_step.assign_add(1) on an int64 variable).
-      return tensor
-    device = getattr(destinations, "device", destinations)
-    with tf.device(device):
-      return tf.identity(tensor)
-
-  def non_slot_devices(self, var_list: Any) -> tuple[str, ...]:
-    """Where non-slot variables (e.g. Adam's ``beta1_power``) live: the
-    parameter device(s)."""
-    del var_list
-    return self.parameter_devices
-
-  def update_non_slot(self, colocate_with: Any, fn: Callable[..., Any],
-                      args: Any = (), kwargs: Optional[dict] = None,
-                      group: bool = True) -> Any:
-    """Runs ``fn(*args, **kwargs)`` once, on the device(s)
-    ``colocate_with`` (from ``non_slot_devices``) names."""
-    strategy = self._container_strategy()
-    context.require_cross_replica(strategy, "update_non_slot")
-    if not tf.executing_eagerly():
-      autograph = tf.__internal__.autograph
-      fn = autograph.tf_convert(fn, autograph.control_status_ctx(),
-                                convert_by_default=False)
-    with strategy.scope():
-      return self._update_non_slot(colocate_with, fn, tuple(args),
-                                   dict(kwargs or {}), group)
-
-  def _update_non_slot(self, colocate_with: Any, fn: Callable[..., Any],
-                       args: tuple, kwargs: dict, group: bool) -> Any:
-    device = colocate_with
-    if isinstance(device, (list, tuple)):
-      device = device[0] if device else self._parameter_devices[0]
-    device = getattr(device, "device", device)
-    if not isinstance(device, str):
-      raise NotAVariableError(
-          "update_non_slot needs `colocate_with` from non_slot_devices (a "
-          "variable, or device names), got "
-          f"{colocate_with!r} of type {type(colocate_with).__name__}. Pass "
-          "strategy.extended.non_slot_devices(var_list).")
-    with tf.device(device):
-      result = fn(*args, **kwargs)
-    if group:
-      return result
-    return tf.nest.map_structure(self._local_results, result)
-
-  def experimental_make_numpy_dataset(self, numpy_input: Any,
-                                      session: Any = None) -> Any:
-    """A dataset of ``numpy_input``'s slices on the input host; in graph
-    mode the data is fed in through ``session``."""
-    context.require_cross_replica(self._container_strategy(),
-                                  "experimental_make_numpy_dataset")
-    from compat_distribute import input as input_lib  # pylint: disable=g-import-not-at-top
-    return input_lib.make_numpy_dataset(self, numpy_input, session)
-
-  def experimental_run_steps_on_iterator(self, fn: Callable[..., Any],
-                                         iterator: Any, iterations: int = 1,
-                                         initial_loop_values: Any = None
-                                         ) -> Any:
-    """Not provided (as in TensorFlow, whose ``OneDeviceStrategy`` alone
-    keeps this deprecated API)."""
-    raise NotImplementedError(
-        "experimental_run_steps_on_iterator is deprecated and not provided "
-        f"by {self!r}. Call strategy.run(fn, args=(iterator.get_next(),)) "
-        "in a loop (a tf.while_loop in graph mode) instead.")
-
-  @property
-  def experimental_between_graph(self) -> bool:
-    """Whether each worker builds its own graph: False on one machine."""
-    return self._between_graph
-
-  @property
-  def experimental_should_init(self) -> bool:
-    """Whether this process should initialise variables: always, here."""
-    return True
-
-  @property
-  def should_checkpoint(self) -> bool:
-    """Whether this process should save checkpoints: always, here."""
-    return True
-
-  @property
-  def should_save_summary(self) -> bool:
-    """Whether this process should write summaries: always, here."""
-    return True
-
-
-class NotAVariableError(TypeError, AttributeError):
-  """A variable argument that is not one (TensorFlow: ``AttributeError``,
-  reading a variable's attribute)."""
-  __init__ = Exception.__init__  # lets AutoGraph re-raise it
-
-
-class NotAPairError(ValueError, tf.errors.OperatorNotAllowedInGraphError):
-  """An element of ``batch_reduce_to``'s list that is not a ``(value,
-  destinations)`` pair.
-
-  TensorFlow raises ``ValueError`` (one-device CentralStorage), or unpacks
-  it: ``TypeError``, or ``OperatorNotAllowedInGraphError`` (a
-  ``TypeError``) for a tensor in a graph.  This error is all of them.
-  """
-  __init__ = Exception.__init__  # lets AutoGraph re-raise it
-
-
-class DestinationsError(ValueError, AssertionError):
-  """Several destinations given as a list or tuple.
-
-  TensorFlow rejects them with ``AssertionError`` (``ValueError`` under
-  CentralStorage); this class is both.
-  """
-  __init__ = Exception.__init__  # lets AutoGraph re-raise it
-
-
-def _check_destinations(destinations: Any, method: str) -> None:
-  if isinstance(destinations, (list, tuple)):
-    raise DestinationsError(
-        f"{method} takes one destination (a device string, a variable, a "
-        f"tensor or a per-replica value), got the {type(destinations).__name__}"
-        f" {destinations!r}. Reduce once per destination instead.")
 
 
 def _current_device() -> str:
