@@ -215,7 +215,22 @@ class _Run:
     self.in_flight = False
 
   def release(self) -> None:
-    """Unwinds replicas paused on workers; returns the workers to the pool."""
+    """Unwinds replicas paused on workers; returns the workers to the pool;
+    then detaches the replica contexts from this run.
+
+    A replica context can outlive the run: while tracing, the gradient
+    function of an ``all_reduce`` (``tf.custom_gradient``) keeps it in
+    TensorFlow's process-wide gradient registry.  Detached, it no longer
+    keeps the run's function, arguments, results and graphs (e.g. a Keras
+    model) alive.
+    """
+    try:
+      self._release_workers()
+    finally:
+      for ctx in self.contexts:
+        ctx._run = None  # pylint: disable=protected-access
+
+  def _release_workers(self) -> None:
     if self.workers is None:
       return
     if self.in_flight:
@@ -367,16 +382,22 @@ def _control_dependencies(per_replica: list[Any]) -> Any:
 
 # -- strategy.run(tf.function) ------------------------------------------------
 
-_replicated_cache: "weakref.WeakKeyDictionary[Any, Any]" = (
-    weakref.WeakKeyDictionary())
+# Each tf.function keeps its replicated versions itself, one per strategy
+# (weakly keyed): a process-wide table keyed by the tf.function would keep
+# alive every function whose Python body refers back to it (a method that
+# stores ``self.step = tf.function(self._step)``), as TensorFlow's own
+# cache does.
+_REPLICATED_ATTRIBUTE = "_compat_distribute_replicated"
 
 
 def _replicated_function(extended: Any, fn: Any) -> Any:
   """``fn`` (a ``tf.function``) turned into one ``tf.function`` that runs
   its Python function on every replica; cached per (strategy, fn)."""
-  per_extended = _replicated_cache.setdefault(extended,
-                                              weakref.WeakKeyDictionary())
-  wrapped = per_extended.get(fn)
+  per_extended = getattr(fn, _REPLICATED_ATTRIBUTE, None)
+  if per_extended is None:
+    per_extended = weakref.WeakKeyDictionary()
+    setattr(fn, _REPLICATED_ATTRIBUTE, per_extended)
+  wrapped = per_extended.get(extended)
   if wrapped is None:
     extended_ref = weakref.ref(extended)
     python_function = fn.python_function
@@ -392,5 +413,5 @@ def _replicated_function(extended: Any, fn: Any) -> Any:
       return values_lib.regroup(results)
 
     wrapped = _tf_private.clone_function(fn, replicated)
-    per_extended[fn] = wrapped
+    per_extended[extended] = wrapped
   return wrapped
