@@ -194,7 +194,9 @@ class DistributedDatasetSpec(layout_lib.HostBackedSpec):
   def __init__(self, layout_tuple: tuple[Any, ...], host_spec: Any,
                partial_rounds: bool = False) -> None:
     super().__init__(layout_tuple, host_spec)
-    self._partial_rounds = bool(partial_rounds)
+    # Only a "stream" layout has partial rounds (see DistributedIterator):
+    # elsewhere the flag must not make a second trace.
+    self._partial_rounds = bool(partial_rounds) and layout_tuple[0] == "stream"
 
   def _serialize(self) -> tuple[Any, ...]:
     return (self._layout_tuple, self._host_spec, self._partial_rounds)

@@ -166,6 +166,26 @@ class DistributedIteratorSpec(layout_lib.HostBackedSpec):
     return (self._layout_tuple, self._host_spec, self._static_batch,
             self._partial_rounds)
 
+  def is_subtype_of(self, other: Any) -> bool:
+    # Iterators of finite and of infinite input share a trace, as in
+    # TensorFlow (whose spec leaves cardinality out), instead of tracing
+    # once each.  The flags only change static batch dimensions, except
+    # that a "stream" trace for infinite input reads no empty stand-ins
+    # and no last partial round: an iterator of finite input must not use
+    # it (TensorFlow's does, and fails with OutOfRangeError on a last
+    # partial round).
+    if type(other) is not type(self):
+      return False
+    # pylint: disable-next=protected-access
+    flags = (other._static_batch, other._partial_rounds)
+    if (self._static_batch, self._partial_rounds) == flags:
+      return super().is_subtype_of(other)
+    if not self._static_batch and (self._partial_rounds != flags[1] or
+                                   self._layout_tuple[0] == "stream"):
+      return False
+    return type(self)(self._layout_tuple, self._host_spec,
+                      *flags).is_subtype_of(other)
+
   @property
   def value_type(self) -> type:
     return DistributedIterator
