@@ -69,6 +69,15 @@ def plain(strategy, value):
   return tf.nest.map_structure(leaf, value)
 
 
+def _value_or_error(call):
+  """``call()``, or the name of the exception type it raises, for cases
+  that report a failure next to what they saw before it."""
+  try:
+    return call()
+  except Exception as e:  # pylint: disable=broad-except
+    return type(e).__name__
+
+
 class Counter:
   """Counts the traces of a Python function (called once per trace)."""
 
@@ -302,10 +311,7 @@ def _dataset_reduce(s, source):
     return dist.reduce(tf.constant(0.0),
                        lambda state, x: state + _sum(s, x))
 
-  try:
-    return plain(s, f())
-  except Exception as e:  # pylint: disable=broad-except
-    return type(e).__name__
+  return _value_or_error(lambda: plain(s, f()))
 
 
 # --- Distributed values as arguments ---------------------------------------
@@ -364,10 +370,7 @@ def _element_spec_signature(s, source):
     count()
     return _sum(s, x)
 
-  try:
-    results = [plain(s, f(x)) for x in dist]
-  except Exception as e:  # pylint: disable=broad-except
-    results = type(e).__name__
+  results = _value_or_error(lambda: [plain(s, f(x)) for x in dist])
   return results, count.n
 
 
@@ -381,10 +384,7 @@ def _iterator_element_spec_signature(s, source):
     count()
     return _sum(s, x)
 
-  try:
-    results = [plain(s, f(x)) for x in iterator]
-  except Exception as e:  # pylint: disable=broad-except
-    results = type(e).__name__
+  results = _value_or_error(lambda: [plain(s, f(x)) for x in iterator])
   return results, count.n
 
 
@@ -753,10 +753,9 @@ def _ragged_loop(s, source):
                         axis=None)
     return total
 
-  try:
-    return [plain(s, f()) for _ in range(2)], f.experimental_get_tracing_count()
-  except Exception as e:  # pylint: disable=broad-except
-    return type(e).__name__
+  return _value_or_error(
+      lambda: ([plain(s, f()) for _ in range(2)],
+          f.experimental_get_tracing_count()))
 
 
 @case("finite_and_infinite_iterators_one_function", ["exact", "fn_drop"])
@@ -952,10 +951,8 @@ def _per_replica_state(s, source):
                     args=(state, x))
     return s.experimental_local_results(state)
 
-  try:
-    return plain(s, f()), f.experimental_get_tracing_count()
-  except Exception as e:  # pylint: disable=broad-except
-    return type(e).__name__
+  return _value_or_error(
+      lambda: (plain(s, f()), f.experimental_get_tracing_count()))
 
 
 @case("per_replica_while_loop_var")
@@ -971,11 +968,9 @@ def _per_replica_while(s, _):
         (tf.constant(0), start))
     return s.experimental_local_results(out)
 
-  try:
-    return [plain(s, f(tf.constant(k))) for k in (2, 3)], \
-        f.experimental_get_tracing_count()
-  except Exception as e:  # pylint: disable=broad-except
-    return type(e).__name__
+  return _value_or_error(
+      lambda: ([plain(s, f(tf.constant(k))) for k in (2, 3)],
+          f.experimental_get_tracing_count()))
 
 
 @case("per_replica_from_tf_cond")
@@ -986,11 +981,9 @@ def _per_replica_cond(s, _):
                   lambda: s.run(lambda: tf.constant([3.0, 4.0])))
     return s.reduce("SUM", out, axis=0)
 
-  try:
-    return [plain(s, f(tf.constant(b))) for b in (True, False)], \
-        f.experimental_get_tracing_count()
-  except Exception as e:  # pylint: disable=broad-except
-    return type(e).__name__
+  return _value_or_error(
+      lambda: ([plain(s, f(tf.constant(b))) for b in (True, False)],
+          f.experimental_get_tracing_count()))
 
 
 @case("for_loop_with_break_and_step_counter", ["partial", "fn"])
@@ -1052,11 +1045,9 @@ def _distribute_inside(s, source):
       total += _sum(s, x)
     return total
 
-  try:
-    return [plain(s, f()) for _ in range(2)], \
-        f.experimental_get_tracing_count()
-  except Exception as e:  # pylint: disable=broad-except
-    return type(e).__name__
+  return _value_or_error(
+      lambda: ([plain(s, f()) for _ in range(2)],
+          f.experimental_get_tracing_count()))
 
 
 @case("iter_inside_function_then_next", ["exact", "partial", "fn"])
@@ -1100,11 +1091,9 @@ def _call_for_each_replica(s, _):
     return (s.experimental_local_results(out),
             s.experimental_local_results(v))
 
-  try:
-    return [plain(s, f(tf.constant(float(k)))) for k in (1, 2)], \
-        f.experimental_get_tracing_count()
-  except Exception as e:  # pylint: disable=broad-except
-    return type(e).__name__
+  return _value_or_error(
+      lambda: ([plain(s, f(tf.constant(float(k)))) for k in (1, 2)],
+          f.experimental_get_tracing_count()))
 
 
 @case("run_returning_none_and_python_values")
@@ -1140,10 +1129,9 @@ def _v1_experimental_run(s, _):
     out = s.experimental_run(lambda x: tf.reduce_sum(x), iterator)
     return s.reduce("SUM", out, axis=None)
 
-  try:
-    return [plain(s, f()) for _ in range(2)], f.experimental_get_tracing_count()
-  except Exception as e:  # pylint: disable=broad-except
-    return type(e).__name__
+  return _value_or_error(
+      lambda: ([plain(s, f()) for _ in range(2)],
+          f.experimental_get_tracing_count()))
 
 
 # --- Containers of values, cross-replica reductions, sync-on-read ----------
@@ -1267,11 +1255,9 @@ def _on_read(s, source):
             args=(x,))
     return total.read_value()
 
-  try:
-    return [plain(s, f()) for _ in range(2)], \
-        f.experimental_get_tracing_count()
-  except Exception as e:  # pylint: disable=broad-except
-    return type(e).__name__
+  return _value_or_error(
+      lambda: ([plain(s, f()) for _ in range(2)],
+          f.experimental_get_tracing_count()))
 
 
 @case("mean_variable_updated_in_replicas", ["partial", "fn_drop"])
@@ -1326,11 +1312,9 @@ def _average_loss(s, source):
       total += s.reduce("SUM", s.run(step, args=(x,)), axis=None)
     return total
 
-  try:
-    return [plain(s, f(None)), plain(s, f(4))], \
-        f.experimental_get_tracing_count()
-  except Exception as e:  # pylint: disable=broad-except
-    return type(e).__name__
+  return _value_or_error(
+      lambda: ([plain(s, f(None)), plain(s, f(4))],
+          f.experimental_get_tracing_count()))
 
 
 @case("all_reduce_and_all_gather_uneven", SOURCES)
@@ -1351,10 +1335,8 @@ def _collectives(s, source):
       out += tf.stack(s.experimental_local_results(s.run(step, args=(x,))))
     return out
 
-  try:
-    return plain(s, f()), f.experimental_get_tracing_count()
-  except Exception as e:  # pylint: disable=broad-except
-    return type(e).__name__
+  return _value_or_error(
+      lambda: (plain(s, f()), f.experimental_get_tracing_count()))
 
 
 @case("merge_call_in_loop", ["partial", "fn"])
@@ -1385,10 +1367,7 @@ def _get_next_in_run(s, _):
   def f():
     return s.run(lambda: tf.reduce_sum(iterator.get_next()))
 
-  try:
-    return plain(s, f())
-  except Exception as e:  # pylint: disable=broad-except
-    return type(e).__name__
+  return _value_or_error(lambda: plain(s, f()))
 
 
 @case("infinite_input_tf_range_steps", ["exact", "fn_drop"])
@@ -1441,11 +1420,9 @@ def _jit(s, _):
     return s.reduce("SUM", s.run(lambda v: v * 2.0 + 1.0, args=(x,)),
                     axis=None)
 
-  try:
-    return [plain(s, f(tf.constant(float(k)))) for k in range(2)], \
-        f.experimental_get_tracing_count()
-  except Exception as e:  # pylint: disable=broad-except
-    return type(e).__name__
+  return _value_or_error(
+      lambda: ([plain(s, f(tf.constant(float(k)))) for k in range(2)],
+          f.experimental_get_tracing_count()))
 
 
 @case("autograph_false_with_while_loop", ["exact", "empty_replica", "fn"])
@@ -1460,11 +1437,9 @@ def _autograph_false(s, source):
                               tf.constant(0.0)))
     return total
 
-  try:
-    return [plain(s, f(iter(_dist(s, source)))) for _ in range(2)], \
-        f.experimental_get_tracing_count()
-  except Exception as e:  # pylint: disable=broad-except
-    return type(e).__name__
+  return _value_or_error(
+      lambda: ([plain(s, f(iter(_dist(s, source)))) for _ in range(2)],
+          f.experimental_get_tracing_count()))
 
 
 @case("python_number_per_replica_argument")
@@ -1497,10 +1472,7 @@ def _run_given_iterator(s, _):
   def f(it):
     return s.run(lambda i: tf.reduce_sum(next(i)), args=(it,))
 
-  try:
-    return plain(s, f(iterator))
-  except Exception as e:  # pylint: disable=broad-except
-    return type(e).__name__
+  return _value_or_error(lambda: plain(s, f(iterator)))
 
 
 # --- Finite and infinite input through one function --------------------------
