@@ -27,8 +27,9 @@ setup(
     extras_require={
         # TensorFlow is an extra so the shim never installs a second TF build
         # next to the one the user already has.
-        "cpu": ["tensorflow-cpu"],
-        "gpu": ["tensorflow"],
+        # The TensorFlow minors this release is tested on (docs/compatibility.md).
+        "cpu": ["tensorflow-cpu>=2.12,<2.22"],
+        "gpu": ["tensorflow>=2.12,<2.22"],
         "test": ["pytest"],
     },
 )

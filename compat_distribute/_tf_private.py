@@ -108,11 +108,17 @@ import sys
 from typing import Any, Optional
 
 import tensorflow as tf
+
+# Refuses an unsupported TensorFlow before any private name below is looked up.
+from compat_distribute import _tf_compat  # pylint: disable=unused-import
 from tensorflow.python.distribute import device_util as _device_util
 from tensorflow.python.autograph.core import config as _autograph_config
 from tensorflow.python.autograph.core import config_lib as _autograph_config_lib
 from tensorflow.python.eager import context as _eager_context
-from tensorflow.python.eager import record as _record
+try:  # TF 2.13+
+  from tensorflow.python.eager import record as _record
+except ImportError:  # TF 2.12: the same function lived in eager.tape
+  from tensorflow.python.eager import tape as _record
 from tensorflow.python.framework import ops as _ops
 from tensorflow.python.framework import type_spec_registry as _type_spec_registry
 from tensorflow.python.ops import summary_ops_v2 as _summary_ops_v2

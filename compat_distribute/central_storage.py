@@ -33,6 +33,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from compat_distribute import _tf_compat
 from compat_distribute import _tf_private
 from compat_distribute import cross_device
 from compat_distribute import devices as devices_lib
@@ -48,7 +49,7 @@ from compat_distribute.replica_context import first_replica_variable_scope
 from compat_distribute.replica_context import reentered_variable_scope
 
 _HOST_CPU = "/device:CPU:0"
-_PolymorphicFunction = tf.types.experimental.PolymorphicFunction
+_PolymorphicFunction = _tf_compat.PolymorphicFunction
 
 
 def default_compute_devices() -> list[str]:

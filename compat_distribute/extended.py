@@ -12,6 +12,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import tensorflow as tf
 
+from compat_distribute import _tf_compat
 from compat_distribute import _tf_private
 from compat_distribute import context
 from compat_distribute import extended_v1
@@ -280,9 +281,7 @@ class Extended(extended_v1.ExtendedV1Methods,
     if not tf.executing_eagerly():
       # Inside a tf.function AutoGraph converts ``fn`` when the caller's code
       # is converted, as TensorFlow does for update and update_non_slot.
-      autograph = tf.__internal__.autograph
-      fn = autograph.tf_convert(fn, autograph.control_status_ctx(),
-                                convert_by_default=False)
+      fn = _tf_compat.convert_as_caller(fn, convert_by_default=False)
     with strategy.scope():
       return self._update(var, fn, args, kwargs, group)
 

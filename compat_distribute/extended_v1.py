@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional
 
 import tensorflow as tf
 
+from compat_distribute import _tf_compat
 from compat_distribute import context
 from compat_distribute import values as values_lib
 from compat_distribute.extended_errors import DestinationsError
@@ -80,9 +81,7 @@ class ExtendedV1Methods:
     strategy = self._container_strategy()
     context.require_cross_replica(strategy, "update_non_slot")
     if not tf.executing_eagerly():
-      autograph = tf.__internal__.autograph
-      fn = autograph.tf_convert(fn, autograph.control_status_ctx(),
-                                convert_by_default=False)
+      fn = _tf_compat.convert_as_caller(fn, convert_by_default=False)
     with strategy.scope():
       return self._update_non_slot(colocate_with, fn, tuple(args),
                                    dict(kwargs or {}), group)

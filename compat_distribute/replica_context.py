@@ -16,12 +16,12 @@ from typing import Any, Callable, Optional
 
 import tensorflow as tf
 
+from compat_distribute import _tf_compat
 from compat_distribute import _tf_private
 from compat_distribute import context
 from compat_distribute import reduce as reduce_lib
 from compat_distribute import variables as variables_lib
 
-_autograph = tf.__internal__.autograph
 _NO_SCOPE = contextlib.nullcontext()
 
 
@@ -119,8 +119,7 @@ class ReplicaContext(tf.distribute.ReplicaContext,
           f"merge_call takes `args` as a list or tuple, got "
           f"{type(args).__name__}: {args!r}. Wrap a single argument: "
           "args=(value,).")
-    merge_fn = _autograph.tf_convert(
-        merge_fn, _autograph.control_status_ctx(), convert_by_default=False)
+    merge_fn = _tf_compat.convert_as_caller(merge_fn, convert_by_default=False)
     return self._merge_call(merge_fn, tuple(args), dict(kwargs or {}))
 
   def _merge_call(self, merge_fn: Callable[..., Any], args: tuple,

@@ -47,6 +47,7 @@ from typing import Any, Callable, Optional
 
 import tensorflow as tf
 
+from compat_distribute import _tf_compat
 from compat_distribute import _tf_private
 from compat_distribute import context
 from compat_distribute import replica_variables
@@ -57,8 +58,7 @@ from compat_distribute.replica_context import first_replica_variable_scope
 from compat_distribute.replica_context import reentered_variable_scope
 
 _get_default_graph = tf.compat.v1.get_default_graph
-_PolymorphicFunction = tf.types.experimental.PolymorphicFunction
-_autograph = tf.__internal__.autograph
+_PolymorphicFunction = _tf_compat.PolymorphicFunction
 _device = _tf_private.device  # tf.device, cheaper while tracing
 
 
@@ -403,8 +403,7 @@ def _replicated_function(extended: Any, fn: Any) -> Any:
     python_function = fn.python_function
 
     def replicated(*args, **kwargs):
-      body = _autograph.tf_convert(python_function,
-                                   _autograph.control_status_ctx())
+      body = _tf_compat.convert_as_caller(python_function)
       run = _Run(extended_ref(), body, args, kwargs)
       try:
         results = run.execute()

@@ -21,13 +21,13 @@ from typing import Any, Callable, Optional
 
 import tensorflow as tf
 
+from compat_distribute import _tf_compat
 from compat_distribute import context
 from compat_distribute import input as input_lib
 from compat_distribute import reduce as reduce_lib
 from compat_distribute import strategy_iterators
 from compat_distribute import values as values_lib
 
-_autograph = tf.__internal__.autograph
 _executing_eagerly = tf.executing_eagerly
 _warned: set[str] = set()
 
@@ -175,8 +175,7 @@ class StrategyMethods:
       if not eager:
         # While tracing, let AutoGraph convert `fn` as the caller's setting
         # says; eager callers run `fn` as written.
-        fn = _autograph.tf_convert(fn, _autograph.control_status_ctx(),
-                                   convert_by_default=False)
+        fn = _tf_compat.convert_as_caller(fn, convert_by_default=False)
       return self._extended._call_for_each_replica(  # pylint: disable=protected-access
           fn, args, kwargs or {})
     finally:

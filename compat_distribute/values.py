@@ -28,9 +28,10 @@ from typing import Any, Sequence
 
 import tensorflow as tf
 
+from compat_distribute import _tf_compat
 from compat_distribute import _tf_private
 
-_CompositeTensor = tf.__internal__.CompositeTensor
+_CompositeTensor = _tf_compat.CompositeTensor
 _public_types = tf.types.experimental.distributed
 
 
@@ -143,7 +144,10 @@ class Mirrored(DistributedValues, _public_types.Mirrored):
   """
 
   def __getattr__(self, name: str) -> Any:
-    if name.startswith("__") or name in ("_values",):
+    # ``__tf_tracing_type__`` goes to the first copy, as TensorFlow's
+    # Mirrored delegates it: a tf.function argument traces like that copy.
+    if (name.startswith("__") and name != "__tf_tracing_type__") or (
+        name == "_values"):
       raise AttributeError(name)
     return getattr(self._values[0], name)
 

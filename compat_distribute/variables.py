@@ -27,6 +27,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 import tensorflow as tf
 
+from compat_distribute import _tf_compat
 from compat_distribute import _tf_private
 from compat_distribute import context
 from compat_distribute import devices
@@ -130,7 +131,7 @@ def _fix_collections(variable: tf.Variable, wrapper: "AggregatingVariable",
 
 # -- the wrapper --------------------------------------------------------------
 
-class AggregatingVariable(tf.Variable, tf.__internal__.types.Tensor):
+class AggregatingVariable(_tf_compat.VariableBase, _tf_compat.TensorMarker):
   """A variable whose replica-context updates are combined across replicas.
 
   Reads (``value``, ``read_value``, tensor conversion, operators, ``numpy``,
@@ -398,6 +399,16 @@ class _SameVariable(tf.types.experimental.TraceType):
       raise ValueError(f"{value!r} is not the variable {self!r} was traced "
                        "for.")
     return value
+
+  def to_tensors(self, value: Any) -> list[Any]:
+    """No tensor inputs: the traced body captures the wrapped variable."""
+    del value
+    return []
+
+  # TensorFlow 2.12-2.14 call the two methods above by their older names
+  # (2.12's base class raises NotImplementedError for ``_to_tensors``).
+  _to_tensors = to_tensors
+  _cast = cast
 
   def __eq__(self, other: Any) -> bool:
     return (isinstance(other, _SameVariable) and

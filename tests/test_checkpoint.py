@@ -14,12 +14,14 @@ import gc
 import os
 import traceback
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from fixtures import strategies
+from keras_support import keras
+from keras_support import optimizer_values
+from keras_support import optimizer_variables
 
 ReduceOp = tf.distribute.ReduceOp
 
@@ -64,7 +66,7 @@ class Program(tf.Module):
     values = [self.w, self.b, self.u, self.steps, self.mean,
               self.v1_opt.get_slot(self.u, "m"),
               self.v1_opt.get_slot(self.u, "v")]
-    values += list(self.keras_opt.variables)
+    values += optimizer_variables(self.keras_opt)
     return [np.asarray(v.numpy() if hasattr(v, "numpy") else v.value)
             for v in values]
 
@@ -261,8 +263,9 @@ def test_keras_model_save_and_load_under_scope(tmp_path, spec):
     loaded = keras.models.load_model(path)
   for a, b in zip(loaded.get_weights(), model.get_weights()):
     np.testing.assert_array_equal(a, b)
-  for a, b in zip(loaded.optimizer.variables, model.optimizer.variables):
-    np.testing.assert_array_equal(np.asarray(a.value), np.asarray(b.value))
+  for a, b in zip(optimizer_values(loaded.optimizer),
+                  optimizer_values(model.optimizer)):
+    np.testing.assert_array_equal(a, b)
   np.testing.assert_allclose(loaded.predict(x, verbose=0),
                              model.predict(x, verbose=0), rtol=1e-6)
 

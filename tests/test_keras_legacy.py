@@ -1,5 +1,7 @@
 """tf-keras (Keras 2, ``TF_USE_LEGACY_KERAS=1``) under our strategies gives
-what it gives under TensorFlow's.
+what it gives under TensorFlow's.  On TensorFlow 2.12-2.13, which have no
+tf-keras release, the same programs run on the Keras 2 that TensorFlow
+bundles as tf.keras.
 
 Keras 2 must be chosen before TensorFlow is imported, so the runs happen in
 one subprocess (``fixtures/tf_keras_fit.py``) that trains the same seeded
@@ -21,10 +23,20 @@ FIT = pathlib.Path(__file__).resolve().parent / "fixtures" / "tf_keras_fit.py"
 SPECS = ["one_device", "central_storage/1", "central_storage/2",
          "central_storage/4"]
 
+def _bundled_keras_is_keras_2():
+  """TensorFlow 2.12-2.15 bring Keras 2 as tf.keras themselves."""
+  spec = importlib.util.find_spec("keras")
+  if spec is None:
+    return False
+  import keras  # pylint: disable=g-import-not-at-top
+  return not hasattr(keras, "Variable")  # Keras 3 has keras.Variable
+
+
+LEGACY_PACKAGE = importlib.util.find_spec("tf_keras") is not None
 pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("tf_keras") is None,
-    reason="tf-keras is not installed (tox installs it for the tests env: "
-    "pip install --no-deps tf-keras==2.21.0)")
+    not LEGACY_PACKAGE and not _bundled_keras_is_keras_2(),
+    reason="Keras 3 without tf-keras (tox installs the tf-keras release of "
+    "each TensorFlow minor: pip install --no-deps tf-keras==2.MINOR.*)")
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +51,11 @@ def runs():
 
 def test_runs_used_keras_2(runs):
   for spec, run in runs.items():
-    assert run["keras"].startswith("tf_keras"), (spec, run["keras"])
+    if LEGACY_PACKAGE:
+      assert run["keras"].startswith("tf_keras"), (spec, run["keras"])
+    else:  # TensorFlow's own Keras 2, tf.keras of 2.12-2.15
+      assert run["keras"].startswith("keras"), (spec, run["keras"])
+      assert run["keras_version"].startswith("2."), (spec, run)
 
 
 @pytest.mark.parametrize("spec", SPECS)

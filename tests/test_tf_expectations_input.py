@@ -142,6 +142,24 @@ def _optional_spec(dist):
   return box[0]
 
 
+def _cond_drops_sparse_shape():
+  """Whether this TensorFlow's tf.cond between two SparseTensors of shapes
+  (8, 8) and (0, 8) forgets the static shape entirely (2.12 does)."""
+  box = []
+
+  @tf.function
+  def choose(flag):
+    full = tf.sparse.from_dense(tf.ones((8, 8)))
+    empty = tf.sparse.from_dense(tf.ones((0, 8)))
+    box.append(tf.cond(flag, lambda: full, lambda: empty).shape.as_list())
+
+  choose(tf.constant(True))
+  return box[0] == [None, None]
+
+
+_COND_DROPS_SPARSE_SHAPE = _cond_drops_sparse_shape()
+
+
 @pytest.mark.parametrize("kind", ["one_device", "central_storage"])
 @pytest.mark.parametrize("source", ["dataset", "dataset_fn"])
 @pytest.mark.parametrize("repeat", [False, True])
@@ -157,6 +175,14 @@ def test_optional_element_spec_in_tf_function_matches_native(kind, source,
           lambda ctx: _features(repeat, ragged=True))
     specs.append(_optional_spec(dist))
   ours, native = [_plain(spec) for spec in specs]
+  if _COND_DROPS_SPARSE_SHAPE and ours["sparse"] != native["sparse"]:
+    # TensorFlow 2.12's tf.cond forgets a SparseTensor's static shape, so
+    # native's finite input gives (None, None) where ours keeps (None, 8)
+    # (docs/compatibility.md).  Everything else is the same.
+    assert not repeat
+    for mine, theirs in zip(ours.pop("sparse"), native.pop("sparse")):
+      assert theirs.shape.as_list() == [None, None]
+      assert mine.shape.as_list() == [None, 8] and mine.dtype == theirs.dtype
   assert ours == native
   feature_specs = native["feature"]
   # Known-infinite input keeps the static batch dimension; finite input

@@ -19,15 +19,19 @@ import functools
 import inspect
 import types
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-import tf_keras
+
+import keras_support
 
 from compat_distribute import v1 as ours_v1
 from compat_distribute import v2 as ours_v2
 
+# The Keras the running TensorFlow brings, and Keras 2 beside it (tf-keras,
+# or the bundled tf.keras on TensorFlow 2.12-2.15).
+keras = keras_support.keras
+tf_keras = keras_support.keras_2()
 NATIVE = {"v2": tf.distribute, "v1": tf.compat.v1.distribute}
 OURS = {"v2": ours_v2, "v1": ours_v1}
 FACADES = ["v2", "v1"]
@@ -69,6 +73,8 @@ def public_classes():
   for module, prefix in [(tf, "tf"), (tf.compat.v1, "tf.compat.v1"),
                          (collections.abc, "collections.abc"),
                          (keras, "keras"), (tf_keras, "tf_keras")]:
+    if module is None:
+      continue
     for name in dir(module):
       obj = getattr(module, name, None)
       if inspect.isclass(obj):

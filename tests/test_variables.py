@@ -18,6 +18,8 @@ from compat_distribute import v2 as distribute
 from compat_distribute.variables import AggregatingVariable
 from compat_distribute.variables import create_central_variable
 from conftest import cpu, in_mode
+from keras_support import keras
+from keras_support import tf_variable
 
 SUM = tf.VariableAggregation.SUM
 
@@ -289,7 +291,10 @@ def test_checkpoint_manager_and_async_save(tmp_path):
   options = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True)
   ckpt = tf.train.Checkpoint(v=w)
   async_path = ckpt.save(os.path.join(tmp_path, "async"), options=options)
-  ckpt.sync()
+  if hasattr(ckpt, "sync"):
+    ckpt.sync()
+  else:  # TensorFlow 2.12 has no Checkpoint.sync; an async restore waits
+    ckpt.restore(async_path, options=options)  # for the pending write
   for saved in (path, async_path):
     _, p = make_pair([0.0, 0.0])
     tf.train.Checkpoint(v=p).restore(saved).assert_consumed()
@@ -325,7 +330,6 @@ def test_saved_model_round_trip(tmp_path):
 # -- Keras -----------------------------------------------------------------
 
 def _keras_layers():
-  import keras  # pylint: disable=g-import-not-at-top
   return keras, [
       (keras.layers.Dense(3), (2, 4)),
       (keras.layers.Conv2D(2, 3), (1, 5, 5, 2)),
@@ -342,11 +346,11 @@ def test_keras_layers_build_and_train_with_wrapped_variables():
       x = (tf.constant([[1, 2], [3, 9]]) if shape is None else
            tf.random.stateless_normal(shape, seed=[1, 2]))
       y = layer(x, training=True)
-      assert all(isinstance(w.value, AggregatingVariable)
+      assert all(isinstance(tf_variable(w), AggregatingVariable)
                  for w in layer.weights), layer
       assert np.all(np.isfinite(y))
       assert [w.trainable for w in layer.weights] == [
-          w.value.trainable for w in layer.weights]
+          tf_variable(w).trainable for w in layer.weights]
     optimizer = keras.optimizers.Adam(0.1)
     dense = layers[0][0]
     optimizer.build(dense.trainable_variables)
@@ -373,7 +377,15 @@ class _FakeExtended:
     return self._strategy
 
 
-def _create(replicas, parameter_device=cpu(0), creator=tf.Variable,
+def _v2_creator(**kwargs):
+  """``tf.Variable`` as the end of a creator chain: TensorFlow's default
+  creator drops the v1-only ``collections`` keyword, which ``tf.Variable``
+  itself refuses before TensorFlow 2.13."""
+  kwargs.pop("collections", None)
+  return tf.Variable(**kwargs)
+
+
+def _create(replicas, parameter_device=cpu(0), creator=_v2_creator,
             **kwargs):
   extended = _FakeExtended(distribute.OneDeviceStrategy("/cpu:0"), replicas,
                            parameter_device)
@@ -432,7 +444,8 @@ def test_on_read_variable_is_wrapped_and_not_trainable():
   assert v.trainable is False
 
 
-@pytest.mark.parametrize("creator", [tf.Variable, tf.compat.v1.Variable])
+@pytest.mark.parametrize("creator", [_v2_creator, tf.compat.v1.Variable],
+                         ids=["Variable", "VariableV1"])
 def test_graph_mode_collections_session_and_eval(creator):
   with tf.Graph().as_default():
     v = _create(2, initial_value=[1.0, 2.0], aggregation=SUM,

@@ -11,6 +11,10 @@ import tensorflow as tf
 from compat_distribute import v2 as distribute
 from compat_distribute.variables import AggregatingVariable
 from conftest import in_mode
+from keras_support import keras
+from keras_support import keras_2
+from keras_support import optimizer_variables
+from keras_support import tf_variable
 
 OURS = distribute.experimental.CentralStorageStrategy
 assert OURS.__module__.startswith("compat_distribute"), OURS
@@ -148,14 +152,13 @@ def test_scatter_in_replica_context_applies_per_replica(n, mode):
 
 @pytest.mark.parametrize("n", REPLICAS)
 def test_keras_metric_on_read_variables_as_native(n, mode):
-  import keras  # pylint: disable=g-import-not-at-top
 
   def program(strategy):
     with strategy.scope():
       metric = keras.metrics.Mean()
     in_mode(mode, lambda: strategy.run(
         lambda: metric.update_state(replica_id() + 1.0)))
-    return ([type(v.value).__name__ for v in metric.variables],
+    return ([type(tf_variable(v)).__name__ for v in metric.variables],
             float(metric.result()))
   ours, native = both(n, program)
   assert ours == native
@@ -324,7 +327,6 @@ def _training_replica_fn(model, optimizer, xs, ys):
 # -- Keras -------------------------------------------------------------------
 
 def _train(strategy, optimizer_name, steps=3, eager=False):
-  import keras  # pylint: disable=g-import-not-at-top
   n = strategy.num_replicas_in_sync
   with strategy.scope():
     keras.utils.set_random_seed(7)
@@ -344,7 +346,7 @@ def _train(strategy, optimizer_name, steps=3, eager=False):
   step = step if eager else tf.function(step)
   losses = [float(step()) for _ in range(steps)]
   return (losses, [w.numpy() for w in model.weights],
-          [v.numpy() for v in optimizer.variables])
+          [v.numpy() for v in optimizer_variables(optimizer)])
 
 
 @pytest.mark.parametrize("n", REPLICAS)
@@ -365,7 +367,6 @@ def test_keras_training_loop_eagerly_matches_native(optimizer):
 
 @pytest.mark.parametrize("n", [1, 2])
 def test_keras_layers_build_and_run_as_native(n):
-  import keras  # pylint: disable=g-import-not-at-top
 
   def program(strategy):
     outputs = []
@@ -446,7 +447,6 @@ def test_restore_before_create(tmp_path, source, n):
 @pytest.mark.parametrize("source,target", [("ours-2", "native-2"),
                                            ("native-2", "ours-2")])
 def test_model_and_optimizer_slots_checkpoint(tmp_path, source, target):
-  import keras  # pylint: disable=g-import-not-at-top
 
   def build(strategy):
     with strategy.scope():
@@ -456,15 +456,16 @@ def test_model_and_optimizer_slots_checkpoint(tmp_path, source, target):
     return model, optimizer
 
   model, optimizer = build(_strategy(source))
-  for i, w in enumerate(model.weights + optimizer.variables):
+  for i, w in enumerate(model.weights + optimizer_variables(optimizer)):
     w.assign(tf.cast(tf.fill(w.shape, 1.25 * (i + 1)), w.dtype))
   path = tf.train.Checkpoint(model=model, optimizer=optimizer).save(
       os.path.join(tmp_path, "c"))
   model2, optimizer2 = build(_strategy(target))
   tf.train.Checkpoint(model=model2, optimizer=optimizer2).restore(
       path).assert_consumed()
-  assert_all_equal([w.numpy() for w in model2.weights + optimizer2.variables],
-                   [w.numpy() for w in model.weights + optimizer.variables])
+  assert_all_equal(
+      [w.numpy() for w in model2.weights + optimizer_variables(optimizer2)],
+      [w.numpy() for w in model.weights + optimizer_variables(optimizer)])
 
 
 def test_saved_model_of_module_made_in_scope(tmp_path):
@@ -483,7 +484,6 @@ def test_saved_model_of_module_made_in_scope(tmp_path):
 
 @pytest.mark.parametrize("n", [1, 2])
 def test_keras_model_save_and_load_in_scope(tmp_path, n):
-  import keras  # pylint: disable=g-import-not-at-top
   strategy = OURS(devices(n))
   with strategy.scope():
     keras.utils.set_random_seed(5)
@@ -494,8 +494,8 @@ def test_keras_model_save_and_load_in_scope(tmp_path, n):
   model.save(path)
   with strategy.scope():
     loaded = keras.models.load_model(path)
-  assert [type(w.value).__name__ for w in loaded.weights] == [
-      type(w.value).__name__ for w in model.weights]
+  assert [type(tf_variable(w)).__name__ for w in loaded.weights] == [
+      type(tf_variable(w)).__name__ for w in model.weights]
   assert_all_equal([w.numpy() for w in loaded.weights],
                    [w.numpy() for w in model.weights])
   x = tf.ones((4, 3))
@@ -505,7 +505,7 @@ def test_keras_model_save_and_load_in_scope(tmp_path, n):
 
 
 def _train_tf_keras(strategy, optimizer_name, steps=3):
-  import tf_keras  # pylint: disable=g-import-not-at-top
+  tf_keras = keras_2()
   n = strategy.num_replicas_in_sync
   with strategy.scope():
     tf_keras.utils.set_random_seed(11)
@@ -530,7 +530,8 @@ def _train_tf_keras(strategy, optimizer_name, steps=3):
 @pytest.mark.parametrize("n", [1, 2])
 @pytest.mark.parametrize("optimizer", ["legacy_sgd", "adam"])
 def test_tf_keras_training_loop_matches_native(n, optimizer):
-  pytest.importorskip("tf_keras")
+  if keras_2() is None:
+    pytest.skip("no Keras 2 here: install tf-keras of the TensorFlow minor")
   ours, native = both(n, lambda s: _train_tf_keras(s, optimizer))
   for a, b in zip(ours, native):
     assert_all_equal(a, b)

@@ -28,13 +28,14 @@ from typing import Any, Callable
 
 import tensorflow as tf
 
+from compat_distribute import _tf_compat
 from compat_distribute import _tf_private
 from compat_distribute.input import fetch
 from compat_distribute.input import iterator as iterator_lib
 from compat_distribute.input import iterator_v1
 from compat_distribute.input import layout as layout_lib
 
-_CompositeTensor = tf.__internal__.CompositeTensor
+_CompositeTensor = _tf_compat.CompositeTensor
 
 
 class DistributedDataset(tf.distribute.DistributedDataset, _CompositeTensor,

@@ -25,6 +25,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from compat_distribute import _tf_compat
 from compat_distribute.input import layout as layout_lib
 
 _SPLITTABLE = (tf.TensorSpec, tf.RaggedTensorSpec, tf.SparseTensorSpec)
@@ -63,7 +64,7 @@ def check_splittable(element_spec: Any, n: int, method: str) -> None:
     UnbatchedDatasetError: a component is a scalar (the dataset is not
       batched) or a type that cannot be split.
   """
-  paths = list(tf.__internal__.nest.yield_flat_paths(element_spec))
+  paths = list(_tf_compat.yield_flat_paths(element_spec))
   for path, spec in zip(paths, tf.nest.flatten(element_spec)):
     where = "/".join(str(p) for p in path) or "<element>"
     if isinstance(spec, layout_lib.NONE_SPEC_TYPE):

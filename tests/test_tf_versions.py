@@ -1,0 +1,207 @@
+"""The supported TensorFlow range: declared once, enforced on import, tested
+in tox on every minor.
+
+* An older TensorFlow is refused with ImportError, a newer one warned about
+  once; both messages name the installed version, the range and the fix.
+  (The subprocess runs fake ``tf.__version__`` before the package loads.)
+* setup.py's extras, ``_tf_compat`` and tox.ini agree on the range, and tox
+  has one environment per minor in it, with tf-keras where it exists.
+* Only ``_tf_compat`` and ``_tf_private`` reach ``tf.__internal__`` or a
+  ``tf.function`` class whose name changed between versions.
+"""
+import ast
+import configparser
+import pathlib
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+
+from compat_distribute import _tf_compat
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+VERSION_DOORS = {"_tf_compat.py", "_tf_private.py"}
+
+
+def test_parse_version_takes_major_and_minor():
+  assert _tf_compat.parse_version("2.12.1") == (2, 12)
+  assert _tf_compat.parse_version("2.16.0-rc0") == (2, 16)
+  assert _tf_compat.parse_version("2.22.0.dev20260101") == (2, 22)
+  with pytest.raises(ValueError, match=r"'nightly' does not start with "
+                     r"MAJOR\.MINOR.*>=2\.12,<2\.22"):
+    _tf_compat.parse_version("nightly")
+
+
+@pytest.mark.parametrize("version", ["2.12.0", "2.12.1", "2.15.0.post1",
+                                     "2.16.2", "2.21.0", "2.21.9"])
+def test_supported_versions_pass_silently(version):
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    _tf_compat.check_supported(version)
+
+
+@pytest.mark.parametrize("version", ["2.11.1", "2.4.0", "1.15.5"])
+def test_older_versions_are_refused(version):
+  with pytest.raises(ImportError) as info:
+    _tf_compat.check_supported(version)
+  message = str(info.value)
+  assert f"TensorFlow {version} is installed" in message
+  assert ">=2.12,<2.22" in message
+  assert 'pip install "tensorflow-cpu>=2.12,<2.22"' in message
+
+
+@pytest.mark.parametrize("version", ["2.22.0", "2.30.1", "3.0.0"])
+def test_newer_versions_warn(version):
+  with pytest.warns(_tf_compat.UnsupportedTensorFlowWarning) as record:
+    _tf_compat.check_supported(version)
+  message = str(record[0].message)
+  assert f"TensorFlow {version} is installed" in message
+  assert ">=2.12,<2.22" in message
+
+
+def test_running_version_is_in_range():
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  running = _tf_compat.parse_version(tf.__version__)
+  assert _tf_compat.OLDEST_SUPPORTED <= running
+  assert running < _tf_compat.NEWEST_SUPPORTED_EXCLUSIVE
+
+
+def _import_with_faked_version(version):
+  program = textwrap.dedent(f"""
+      import warnings
+      warnings.simplefilter("always")
+      import tensorflow as tf
+      tf.__version__ = {version!r}
+      with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+          import compat_distribute.v2
+          import compat_distribute.v1
+          from compat_distribute import _tf_private, _tf_compat
+          print("imported")
+        except ImportError as e:
+          print("ImportError:", e)
+      ours = [w for w in caught
+              if w.category.__name__ == "UnsupportedTensorFlowWarning"]
+      print("warnings:", len(ours))
+      for w in ours:
+        print("warning:", w.message)
+  """)
+  result = subprocess.run([sys.executable, "-c", program],
+                          capture_output=True, text=True, timeout=300,
+                          env={"TF_CPP_MIN_LOG_LEVEL": "3",
+                               **_inherited_env()})
+  assert result.returncode == 0, result.stderr[-3000:]
+  return result.stdout
+
+
+def _inherited_env():
+  import os  # pylint: disable=g-import-not-at-top
+  return {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+
+
+def test_import_under_too_old_tensorflow_raises():
+  out = _import_with_faked_version("2.11.0")
+  assert "ImportError: compat_distribute needs TensorFlow >=2.12,<2.22, but " \
+         "TensorFlow 2.11.0 is installed." in out
+  assert "imported" not in out.replace("ImportError", "")
+
+
+def test_import_under_too_new_tensorflow_warns_once():
+  out = _import_with_faked_version("2.23.0")
+  assert "imported" in out
+  assert "warnings: 1" in out
+  assert "TensorFlow 2.23.0 is installed" in out
+
+
+# -- the range is declared once ------------------------------------------------
+
+
+def _setup_extras():
+  tree = ast.parse((ROOT / "setup.py").read_text())
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "setup":
+      for keyword in node.keywords:
+        if keyword.arg == "extras_require":
+          return ast.literal_eval(keyword.value)
+  raise AssertionError("setup.py declares no extras_require")
+
+
+def test_setup_extras_declare_the_supported_range():
+  extras = _setup_extras()
+  assert extras["cpu"] == [f"tensorflow-cpu{_tf_compat.SUPPORTED_RANGE}"]
+  assert extras["gpu"] == [f"tensorflow{_tf_compat.SUPPORTED_RANGE}"]
+  assert _tf_compat.SUPPORTED_RANGE == ">=%d.%d,<%d.%d" % (
+      _tf_compat.OLDEST_SUPPORTED + _tf_compat.NEWEST_SUPPORTED_EXCLUSIVE)
+
+
+def _tox():
+  parser = configparser.ConfigParser(interpolation=None)
+  parser.read(ROOT / "tox.ini")
+  return parser
+
+
+def _minors():
+  major, oldest = _tf_compat.OLDEST_SUPPORTED
+  _, newest_exclusive = _tf_compat.NEWEST_SUPPORTED_EXCLUSIVE
+  return [(major, minor) for minor in range(oldest, newest_exclusive)]
+
+
+def test_tox_has_one_environment_per_supported_minor():
+  tox = _tox()
+  labels = tox["tox"]["labels"]
+  matrix = next(line for line in labels.splitlines()
+                if line.strip().startswith("matrix"))
+  names = [n.strip() for n in matrix.split("=", 1)[1].split(",")]
+  assert names == [f"tf{a}{b}" for a, b in _minors()]
+  deps = tox["testenv"]["deps"]
+  for major, minor in _minors():
+    assert f"tf{major}{minor}: tensorflow-cpu=={major}.{minor}." in deps
+  envlist = [n.strip() for n in tox["tox"]["envlist"].split(",")]
+  first, last = _minors()[0], _minors()[-1]
+  assert set(envlist) == {"tf%d%d" % first, "tf%d%d" % last}
+
+
+def test_tox_installs_tf_keras_of_the_same_minor():
+  pre = _tox()["testenv"]["commands_pre"]
+  for line in pre.strip().splitlines():
+    factor, command = line.split(":", 1)
+    minor = factor.strip()[len("tf2"):]
+    assert f"tf-keras==2.{minor}." in command, line
+
+
+# -- one door for what moves between versions ----------------------------------
+
+
+def _package_files():
+  for folder in ("compat_distribute", "v1", "v2"):
+    yield from sorted((ROOT / folder).rglob("*.py"))
+
+
+def _moving_names(path):
+  tree = ast.parse(path.read_text())
+  found = []
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Attribute) and node.attr in (
+        "__internal__", "PolymorphicFunction", "GenericFunction") and not (
+            isinstance(node.value, ast.Name) and node.value.id == "_tf_compat"):
+      found.append(f"line {node.lineno}: .{node.attr}")
+  return found
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in _package_files() if p.name not in VERSION_DOORS],
+    ids=lambda p: str(p.relative_to(ROOT)))
+def test_version_dependent_names_go_through_one_door(path):
+  found = _moving_names(path)
+  assert not found, (
+      f"{path.relative_to(ROOT)} uses {found}; names that move between "
+      "TensorFlow versions are looked up in compat_distribute/_tf_compat.py "
+      "(or _tf_private.py for private ones). Use the helper there.")
+
+
+def test_the_door_check_sees_such_names():
+  door = ROOT / "compat_distribute" / "_tf_compat.py"
+  assert _moving_names(door)
