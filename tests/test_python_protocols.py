@@ -1,8 +1,9 @@
 """Python's protocols on every object a strategy hands out, next to native.
 
 For each object (the strategy, its ``extended``, a ``scope()``, variables
-made in scope, a distributed dataset and its iterator, the v1
-``make_dataset_iterator`` iterator, a per-replica result of ``run``, the
+made in scope, distributed datasets (from a dataset and from a function) and
+an iterator, values from a function, the v1 ``make_dataset_iterator`` and
+``make_input_fn_iterator`` iterators, a per-replica result of ``run``, the
 replica context, a ``ReduceOp``) and each protocol (``next``, ``iter``,
 ``len``, ``bool``, ``with``, ``[0]``, ``repr``, ``hash``, ``==``) the
 outcome is reduced to a word -- the kind of result, or the exception's type
@@ -99,10 +100,18 @@ def _objects(module, kind, api, iterate_dataset):
     objects["variable"] = tf.Variable([1.0, 2.0])
     objects["scalar_variable"] = tf.Variable(1.0)
   objects["dist_dataset"] = strategy.experimental_distribute_dataset(dataset)
+  objects["dataset_from_fn"] = strategy.distribute_datasets_from_function(
+      lambda ctx: dataset)
+  if api == "v2":  # not in the v1 API
+    objects["values_from_fn"] = (
+        strategy.experimental_distribute_values_from_function(
+            lambda ctx: tf.constant(ctx.replica_id_in_sync_group)))
   if iterate_dataset:
     objects["dist_iterator"] = iter(objects["dist_dataset"])
   if api == "v1":
     objects["v1_iterator"] = strategy.make_dataset_iterator(dataset)
+    objects["input_fn_iterator"] = strategy.make_input_fn_iterator(
+        lambda ctx: dataset)
   return objects
 
 
