@@ -155,7 +155,9 @@ class CentralStorageExtended(extended_lib.Extended):
           "device when there is one).")
     devices_lib.report_missing(
         compute + [devices_lib.canonicalize(parameter_device)],
-        "CentralStorageStrategy")
+        "CentralStorageStrategy",
+        session_creates_cpus=isinstance(container_strategy,
+                                        tf.compat.v1.distribute.Strategy))
     super().__init__(container_strategy, compute, (parameter_device,))
     self._variable_device = parameter_device
     self._input_device = devices_lib.canonicalize(_HOST_CPU)

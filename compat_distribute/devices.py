@@ -9,14 +9,14 @@ and where a strategy's variable creator places a new variable.
 from __future__ import annotations
 
 import contextlib
-import logging
 from typing import Any, Iterable
 
 import tensorflow as tf
 
 from compat_distribute import _tf_private
+from compat_distribute import logs
 
-_log = logging.getLogger("compat_distribute")
+_log = logs.logger()
 _reported: set[str] = set()
 
 
@@ -88,11 +88,15 @@ def local_device_names() -> list[str]:
   return [canonicalize(d.name) for d in _tf_private.list_logical_devices()]
 
 
-def report_missing(devices: Iterable[str], owner: str) -> None:
+def report_missing(devices: Iterable[str], owner: str,
+                   session_creates_cpus: bool = False) -> None:
   """Logs once per device a warning for each device that does not exist.
 
   TensorFlow's soft placement silently runs such a device's ops elsewhere
-  (on the host CPU); we say so, by name.
+  (on the host CPU); we say so, by name.  With ``session_creates_cpus`` (a
+  v1 strategy, whose ``update_config_proto`` asks a ``Session`` for every
+  CPU it uses) a missing CPU is not missing from such a session, and the
+  warning says so instead of claiming the work moves.
   """
   existing = local_device_names()
   known = {_type_and_index(d) for d in existing}
@@ -101,6 +105,16 @@ def report_missing(devices: Iterable[str], owner: str) -> None:
       continue
     _reported.add(device)
     fallback = host_of(device)
+    if session_creates_cpus and _type_and_index(device)[0] == "CPU":
+      _log.warning(
+          "%s: device %s is not one of this process's devices (%s). A "
+          "tf.compat.v1.Session made with config=strategy.update_config_proto"
+          "(tf.compat.v1.ConfigProto()) creates it and runs its work there; "
+          "elsewhere (eager execution, tf.function, other sessions) "
+          "TensorFlow places its work on %s. To have it everywhere, split the "
+          "CPU with tf.config.set_logical_device_configuration before "
+          "TensorFlow starts.", owner, device, ", ".join(existing), fallback)
+      continue
     _log.warning(
         "%s: device %s does not exist on this machine; TensorFlow will place "
         "its work on %s instead. Local devices: %s. Pass one of those to use "

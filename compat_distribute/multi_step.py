@@ -129,10 +129,13 @@ def run_steps(extended: Any, fn: Callable[[MultiStepContext, Any], Any],
 
   extended._outer_control_flow_context = _tf_private.control_flow_context()  # pylint: disable=protected-access
   try:
-    result = tf.while_loop(
+    # The v1 spelling: tf.while_loop logs a deprecation notice for
+    # back_prop=False on every call; the loop built is the same.
+    result = tf.compat.v1.while_loop(
         lambda i, *unused: i < iterations, body,
         [tf.constant(0)] + flat_initial, parallel_iterations=1,
-        back_prop=False, swap_memory=False, name="")
+        back_prop=False, swap_memory=False, name="",
+        return_same_structure=True)
   finally:
     del extended._outer_control_flow_context  # pylint: disable=protected-access
   context.run_op = tf.group(result)

@@ -28,7 +28,10 @@ class OneDeviceExtended(extended_lib.Extended):
 
   def __init__(self, container_strategy: Any, device: str) -> None:
     device = devices_lib.canonicalize(device)
-    devices_lib.report_missing([device], "OneDeviceStrategy")
+    devices_lib.report_missing(
+        [device], "OneDeviceStrategy",
+        session_creates_cpus=isinstance(container_strategy,
+                                        tf.compat.v1.distribute.Strategy))
     super().__init__(container_strategy, (device,), (device,))
     self._device = device
     self._input_device = devices_lib.host_of(device)

@@ -4,6 +4,7 @@ import importlib
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -37,6 +38,10 @@ def test_demo_runs_and_matches_native(tmp_path, flags):
   assert "== native TF:" in stdout and "== compat_distribute:" in stdout
   assert "epoch  loss ours   loss native" in stdout
   assert "final accuracy: ours" in stdout
+  assert demo.LEGEND in stdout  # what ms/step and the ratio mean
+  # Captured (not a terminal): plain progress lines, no redrawing bar.
+  assert not set("\x08\r\x1b") & set(stdout), repr(stdout[-2000:])
+  assert re.search(r"^\d+/\d+ - .*loss: ", stdout, re.M), stdout[-2000:]
   report = json.loads(out.read_text())
   epochs = int(flags[flags.index("--epochs") + 1]) if "--epochs" in flags else 1
   ours, native = report["ours"], report["native"]
@@ -83,7 +88,22 @@ def test_table_has_one_row_per_epoch():
   ours = demo.Result("ours", [1.0, 0.5, 0.25], [2.0, 2.0, 2.0], 0.75)
   native = demo.Result("native", [1.0, 0.5, 0.2], [4.0, 4.0, 1.0], 0.7)
   lines = demo.format_table(ours, native).splitlines()
-  assert len(lines) == 5
+  assert len(lines) == 6
   assert lines[3].split() == ["3", "0.250000", "0.200000", "5.0e-02",
                               "2.000", "1.000", "2.00"]
   assert lines[4] == "final accuracy: ours 0.7500, native 0.7000"
+  assert lines[5] == demo.LEGEND
+  assert "median" in lines[5] and "below 1 means ours is faster" in lines[5]
+
+
+def test_progress_is_plain_when_output_is_not_a_terminal(monkeypatch):
+  class Pipe:
+    def isatty(self):
+      return False
+  class Terminal:
+    def isatty(self):
+      return True
+  monkeypatch.setattr(sys, "stdout", Pipe())
+  assert demo.progress_verbosity() == 2
+  monkeypatch.setattr(sys, "stdout", Terminal())
+  assert demo.progress_verbosity() == 1

@@ -8,7 +8,9 @@ Two kinds of doctests, one pytest case each so a failure names its source:
   ``compat_distribute`` and of its ``v1`` / ``v2`` facades.
 
 Both run in this pytest process, where ``conftest.py`` has already split the
-host CPU into 4 logical devices.
+host CPU into 4 logical devices.  ``test_docs_standalone.py`` runs each page
+again in a fresh process with neither the globals nor the devices, as a
+pasted script would.
 """
 import doctest
 import importlib

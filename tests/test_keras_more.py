@@ -158,3 +158,59 @@ def test_layer_first_built_inside_run_as_native_eagerly_and_when_traced():
       _layer_built_in_run(native_strategy, traced=True)
   else:
     assert _layer_built_in_run(native_strategy, traced=True) == eager
+
+
+def _custom_loop_lazy_model(spec, build_first):
+  """A Keras 3 model and optimizer trained by a custom loop: ``run`` inside
+  a ``tf.function``.  Unless ``build_first``, the model's and the
+  optimizer's variables are first made inside that traced ``run``."""
+  strategy = strategies.make(spec)
+  keras.backend.clear_session()
+  keras.utils.set_random_seed(7)
+  with strategy.scope():
+    net = keras.Sequential([keras.layers.Dense(4, activation="relu"),
+                            keras.layers.Dense(1)])
+    optimizer = keras.optimizers.SGD(0.1)
+    if build_first:
+      net.build((None, 6))
+      optimizer.build(net.trainable_variables)
+  targets = X[:, :1] * 0.5 - 1.0
+  data = strategy.experimental_distribute_dataset(
+      tf.data.Dataset.from_tensor_slices((X[:16], targets[:16])).batch(8))
+
+  @tf.function
+  def train_step(features, labels):
+    def replica_step(features, labels):
+      with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(tf.square(net(features) - labels)) / 8.0
+      grads = tape.gradient(loss, net.trainable_variables)
+      optimizer.apply_gradients(zip(grads, net.trainable_variables))
+      return loss
+    losses = strategy.run(replica_step, args=(features, labels))
+    return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
+
+  losses = [float(train_step(*batch)) for _ in range(3) for batch in data]
+  return losses, net.get_weights()
+
+
+def test_model_built_lazily_in_traced_run_trains_as_native_prebuilt():
+  """Issue 15 item 2 (docs/central_storage.md): under CentralStorage with two
+  replicas a Keras 3 model first built inside a traced ``run`` trains, to
+  exactly the losses and weights of TensorFlow's strategy training the same
+  model built beforehand; TensorFlow's fails when it is built lazily (with
+  Keras 2, TensorFlow 2.12-2.15, it builds and trains the same)."""
+  losses, weights = _custom_loop_lazy_model("ours/central_storage/2", False)
+  native_losses, native_weights = _custom_loop_lazy_model(
+      "native/central_storage/2", True)
+  assert losses == native_losses
+  for mine, theirs in zip(weights, native_weights):
+    np.testing.assert_array_equal(mine, theirs)
+  if KERAS_3:
+    with pytest.raises(tf.errors.OperatorNotAllowedInGraphError):
+      _custom_loop_lazy_model("native/central_storage/2", False)
+  else:  # Keras 2's variables build under native's traced run too
+    lazy_losses, lazy_weights = _custom_loop_lazy_model(
+        "native/central_storage/2", False)
+    assert lazy_losses == losses
+    for mine, theirs in zip(weights, lazy_weights):
+      np.testing.assert_array_equal(mine, theirs)

@@ -305,3 +305,24 @@ def test_iterator_initializer_device_matches_native(config):
   # One replica: the replica's device (its input worker); several: the host.
   assert (_initializer_devices(make_ours, config) ==
           _initializer_devices(make_native, config))
+
+
+SELECT_REPLICA = (pathlib.Path(__file__).resolve().parent / "fixtures" /
+                  "tf_internal_select_replica.py")
+
+
+def test_tf_internal_select_replica_passes_our_values_through_whole():
+  # docs/differences.md, "Per-replica values are the public types only":
+  # TensorFlow's private select_replica knows only its own private class.
+  # Run apart: the script imports that private helper.
+  done = subprocess.run([sys.executable, str(SELECT_REPLICA)],
+                        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+                        capture_output=True, text=True, timeout=300)
+  assert done.returncode == 0, done.stderr[-3000:]
+  results = json.loads(done.stdout.strip().splitlines()[-1])
+  assert results["native"] == {"picked_type": results["native"]["picked_type"],
+                               "picked_is_tensor": True,
+                               "picked_value": [2, 3], "public_value": [2, 3]}
+  assert results["ours"] == {"picked_type": "PerReplica",
+                             "picked_is_tensor": False, "picked_value": None,
+                             "public_value": [2, 3]}

@@ -22,7 +22,10 @@ V1_BEHAVIOR_CASES = ["one_device:dataset", "one_device:dataset_fn",
                      "central_storage/1:dataset_fn",
                      "central_storage/2:dataset",
                      "central_storage/4:dataset_fn",
-                     "central_storage/2:iterator"]
+                     "central_storage/2:iterator",
+                     # The TF1 tutorials' idiom: the step built from next().
+                     "one_device:dataset+next",
+                     "central_storage/2:dataset+next"]
 
 
 def _flat(values):

@@ -17,6 +17,9 @@ Usage: python v1_session_script.py CONFIG:INPUT [CONFIG:INPUT ...]
             tf.compat.v1.data.make_initializable_iterator)
           | dataset_fn (distribute_datasets_from_function, then
             tf.compat.v1.data.make_initializable_iterator)
+          Any INPUT may end in "+next": the step is then built once from
+          ``strategy.run(step, args=(next(iterator),))``, the TF1
+          tutorials' idiom, instead of ``experimental_run(step, iterator)``.
 Prints one JSON object keyed by "CONFIG:INPUT".
 
 With V1_BEHAVIOR=1 in the environment the script calls
@@ -76,6 +79,7 @@ def _devices(strategy, step_input):
 def build(strategy, input_kind):
   """The graph: variables, an iterator, a step run per replica; and facts
   about the input to compare."""
+  input_kind, _, idiom = input_kind.partition("+")
   dataset = tf.data.Dataset.from_tensor_slices((DATA, TARGETS))
   iterator = None
   facts = {}  # how the input was made: devices, one-shot iterator refused
@@ -135,6 +139,8 @@ def build(strategy, input_kind):
         return step((tf.slice(data, tf.stack([start, 0]), [per, 2]),
                      tf.slice(targets, tf.stack([start, 0]), [per, 1])))
       per_replica_loss = strategy.experimental_run(step_on_constant)
+    elif idiom == "next":
+      per_replica_loss = strategy.run(step, args=(next(iterator),))
     else:
       per_replica_loss = strategy.experimental_run(step, iterator)
     loss = strategy.reduce("MEAN", per_replica_loss)

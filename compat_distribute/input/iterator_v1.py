@@ -181,10 +181,11 @@ class InputIterator(tf.distribute.DistributedIterator):
 
   def __next__(self) -> Any:
     if self._graph:
-      raise TypeError(
-          "A graph-mode InputIterator cannot be looped over in Python; build "
-          "`get_next()` into the graph once and run it in the session once "
-          "per step.")
+      # The TF1 idiom: ``next(iterator)`` once builds the read into the
+      # graph, and each session run of it consumes one step (as
+      # TensorFlow's).  The end of input is an OutOfRangeError from
+      # ``session.run``, never a StopIteration here.
+      return self.get_next()
     try:
       return self.get_next()
     except tf.errors.OutOfRangeError:
