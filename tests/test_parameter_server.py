@@ -26,11 +26,11 @@ def resolver(task_type="worker", task_id=0, cluster=None, gpus=0):
       task_id=task_id, num_accelerators={"GPU": gpus})
 
 
-def both(task_type="worker", task_id=0, cluster=None):
+def both(task_type="worker", task_id=0, cluster=None, gpus=0):
   return {"native": lambda: V1.distribute.experimental.ParameterServerStrategy(
-              resolver(task_type, task_id, cluster)),
+              resolver(task_type, task_id, cluster, gpus)),
           "ours": lambda: v1.experimental.ParameterServerStrategy(
-              resolver(task_type, task_id, cluster))}
+              resolver(task_type, task_id, cluster, gpus))}
 
 
 def build(make_strategy):
@@ -92,6 +92,19 @@ def test_same_placement_and_configuration_as_tensorflow(task):
   assert ours["placements"]["a:0"] == "/job:ps/task:0"
   assert ours["placements"]["b:0"] == "/job:ps/task:1"
   assert ours["placements"]["d:0"] == ours["placements"]["a:0"]
+
+
+def test_replicas_over_the_workers_gpus_as_tensorflow():
+  # The resolver says 2 GPUs per worker: 2 replicas, variables wrapped to
+  # aggregate replica updates; the graph is built, never run.
+  ours, native = (build(both(task_id=1, gpus=2)[k]) for k in ("ours",
+                                                              "native"))
+  ours.pop("resolver"), native.pop("resolver")
+  assert ours == native
+  assert ours["num_replicas"] == 2
+  assert ours["worker_devices"] == [
+      "/job:worker/replica:0/task:1/device:GPU:0",
+      "/job:worker/replica:0/task:1/device:GPU:1"]
 
 
 def test_training_on_a_ps_task_is_refused_as_tensorflow_does():
