@@ -215,13 +215,18 @@ class LocalCluster:
     return f"grpc://{self.cluster['worker'][index]}"
 
   def start_workers(self, script: str, args: Sequence[str] = (),
-                    env: Optional[dict[str, str]] = None) -> list[Any]:
-    """Starts ``python script args`` once per worker, with that worker's
-    ``TF_CONFIG``; returns the processes (see ``collect``)."""
+                    env: Optional[dict[str, str]] = None,
+                    launcher: Sequence[str] = ()) -> list[Any]:
+    """Starts ``python [launcher...] script args`` once per worker, with
+    that worker's ``TF_CONFIG``; returns the processes (see ``collect``).
+
+    ``launcher`` goes between the interpreter and the script, e.g.
+    ``["-m", "compat_distribute", "run"]``.
+    """
     processes = []
     for index in range(self.num_workers):
       process = self._popen(
-          [sys.executable, script, *args],
+          [sys.executable, *launcher, script, *args],
           {**(env or {}),
            "TF_CONFIG": tf_config(self.cluster, "worker", index)})
       process.task = f"/job:worker/task:{index}"  # type: ignore[attr-defined]
@@ -249,9 +254,11 @@ class LocalCluster:
 
   def run_workers(self, script: str, args: Sequence[str] = (),
                   timeout: float = 120.0,
-                  env: Optional[dict[str, str]] = None) -> list[TaskResult]:
+                  env: Optional[dict[str, str]] = None,
+                  launcher: Sequence[str] = ()) -> list[TaskResult]:
     """``start_workers`` then ``collect``."""
-    return self.collect(self.start_workers(script, args, env), timeout)
+    return self.collect(self.start_workers(script, args, env, launcher),
+                        timeout)
 
   def stop(self) -> None:
     """Stops every process this cluster started; safe to call twice."""

@@ -13,7 +13,11 @@ gradient with the same kernels either way), so values agree to float32
 round-off (1e-6 relative).  Without lockstep the order of the two workers'
 updates is a race and runs differ by more than any useful tolerance.
 """
+import json
 import os
+import re
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -32,11 +36,11 @@ def cluster():
     yield c
 
 
-def run(cluster, impl, run_id, *args, timeout=TIMEOUT, env=None):
-  results = cluster.run_workers(
+def run(cluster, impl, run_id, *args, timeout=TIMEOUT, env=None,
+        launcher=()):
+  return cluster.run_workers(
       SCRIPT, ["--impl", impl, "--run_id", run_id, *args], timeout=timeout,
-      env=env)
-  return results
+      env=env, launcher=launcher)
 
 
 def ok(results):
@@ -148,26 +152,70 @@ def test_ps_not_up_yet_is_waited_for_then_named():
     assert len(result["losses"]) == 1
 
 
-def test_worker_killed_mid_training_is_reported_in_bounded_time():
-  with local_cluster.LocalCluster(num_workers=2, num_ps=1) as c:
-    processes = c.start_workers(
-        SCRIPT, ["--impl", "ours", "--lockstep", "--steps", "200",
-                 "--turn_timeout", "5", "--step_sleep", "0.02"])
-    # Wait until training is under way, then kill worker 1 (its program and
-    # its server).
-    deadline = time.monotonic() + TIMEOUT
-    while "step 3/" not in local_cluster._read(processes[0].err):
-      assert time.monotonic() < deadline, "training never started"
-      assert processes[0].poll() is None, local_cluster._read(
-          processes[0].err)[-3000:]
-      time.sleep(0.1)
-    killed_at = time.monotonic()
-    local_cluster._stop(processes[1], grace=0)
-    c.kill_server("worker", 1)
-    (survivor,) = c.collect(processes[:1], timeout=60)
-    elapsed = time.monotonic() - killed_at
+def test_runner_runs_an_unmodified_program_with_ours(cluster):
+  # ps_train.py --impl native names TensorFlow's class; under
+  # `python -m compat_distribute run` that name is ours.
+  results = ok(run(cluster, "native", "runner", "--steps", "2",
+                   "--lockstep", launcher=["-m", "compat_distribute", "run"]))
+  assert {r["strategy_class"] for r in results} == {
+      "compat_distribute.parameter_server.ParameterServerStrategyV1"}
+  assert [len(r["losses"]) for r in results] == [2, 2]
+
+
+def test_worker_killed_mid_training_is_reported_in_bounded_time(cluster):
+  # The last test on the module's cluster: it kills worker 1's server.
+  processes = cluster.start_workers(
+      SCRIPT, ["--impl", "ours", "--run_id", "killed", "--lockstep",
+               "--steps", "200", "--turn_timeout", "3", "--step_sleep",
+               "0.02"])
+  # Wait until training is under way, then kill worker 1 (its program and
+  # its server).
+  deadline = time.monotonic() + TIMEOUT
+  while "step 3/" not in local_cluster._read(processes[0].err):
+    assert time.monotonic() < deadline, "training never started"
+    assert processes[0].poll() is None, local_cluster._read(
+        processes[0].err)[-3000:]
+    time.sleep(0.1)
+  killed_at = time.monotonic()
+  local_cluster._stop(processes[1], grace=0)
+  cluster.kill_server("worker", 1)
+  (survivor,) = cluster.collect(processes[:1], timeout=60)
+  elapsed = time.monotonic() - killed_at
   assert not survivor.timed_out, "worker 0 hung"
   assert survivor.returncode != 0
   # Worker 0 stops waiting for worker 1's turn, and says whose.
   assert "worker 1 did not take its turn" in survivor.stderr
   assert elapsed < 45
+
+
+def test_demo_cluster_trains_both_and_stops_its_servers(tmp_path):
+  out = tmp_path / "demo.json"
+  result = subprocess.run(
+      [sys.executable, "-m", "compat_distribute", "demo", "--cluster", "2x1",
+       "--epochs", "1", "--samples", "256", "--batch_size", "32",
+       "--json_out", str(out)],
+      cwd=os.path.dirname(__file__), capture_output=True, text=True,
+      timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+  assert result.returncode == 0, result.stderr[-4000:]
+  stdout = result.stdout
+  assert "epoch  loss ours   loss native" in stdout
+  assert re.search(r"\[ours\] /job:worker/task:0 epoch 1 step \d+/4 loss "
+                   r"\S+ \| /job:worker/task:1 epoch 1", stdout), stdout
+  report = json.loads(out.read_text())
+  assert report["cluster"] == [2, 1]
+  assert report["ours"]["losses"] == report["native"]["losses"]
+  # Every server it started is gone.
+  spec = json.loads(re.search(r"cluster up: (\{.*\})", stdout).group(1)
+                    .replace("'", '"'))
+  for address in spec["worker"] + spec["ps"]:
+    assert not local_cluster.port_open(address), address
+
+
+def test_demo_cluster_shape_is_checked():
+  result = subprocess.run(
+      [sys.executable, "-m", "compat_distribute", "demo", "--cluster", "2x0"],
+      cwd=os.path.dirname(__file__), capture_output=True, text=True,
+      timeout=120, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+  assert result.returncode != 0
+  assert "at least one worker and one parameter server, got '2x0'" in (
+      result.stderr)
