@@ -235,6 +235,25 @@ class ParameterServerStrategyV1(
     """The cluster resolver the cluster and task were read from."""
     return self.extended._cluster_resolver  # pylint: disable=protected-access
 
+  def configure(self, session_config: Optional[Any] = None,
+                cluster_spec: Any = None, task_type: Optional[str] = None,
+                task_id: Optional[int] = None) -> None:
+    """Deprecated (use ``update_config_proto``).  With ``cluster_spec``,
+    first points the strategy at that cluster as task ``task_type`` /
+    ``task_id`` (as TensorFlow's does; build the graph afterwards), then
+    updates ``session_config`` in place."""
+    if cluster_spec:
+      if not isinstance(cluster_spec, tf.train.ClusterSpec):
+        cluster_spec = tf.train.ClusterSpec(cluster_spec)
+      extended = self.extended
+      resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+          cluster_spec, task_type=task_type, task_id=task_id,
+          num_accelerators={"GPU": extended._task_info.num_gpus})  # pylint: disable=protected-access
+      wait = extended.cluster_wait_timeout
+      extended.__init__(self, resolver)  # pylint: disable=unnecessary-dunder-call
+      extended.cluster_wait_timeout = wait
+    super().configure(session_config)
+
   def _refuse_eager(self, method: str) -> None:
     if tf.executing_eagerly():
       raise NotImplementedError(

@@ -123,6 +123,32 @@ def test_one_ps_is_central_storage_on_a_cluster():
   assert ours == native
 
 
+def test_configure_with_a_cluster_as_tensorflow(monkeypatch):
+  monkeypatch.delenv("TF_CONFIG", raising=False)
+
+  def configured(cls):
+    def make():
+      strategy = cls()
+      strategy.configure(cluster_spec=CLUSTER, task_type="worker", task_id=1)
+      return strategy
+    return make
+  ours = build(configured(v1.experimental.ParameterServerStrategy))
+  native = build(configured(V1.distribute.experimental.ParameterServerStrategy))
+  assert ours.pop("resolver") == "SimpleClusterResolver"
+  native.pop("resolver")
+  assert ours == native
+  assert ours["task"] == ("worker", 1, False)
+
+
+def test_configure_without_task_is_refused():
+  with tf.Graph().as_default():
+    strategy = v1.experimental.ParameterServerStrategy(
+        tf.distribute.cluster_resolver.SimpleClusterResolver(
+            tf.train.ClusterSpec({})))
+    with pytest.raises(ValueError, match="task type None"):
+      strategy.configure(cluster_spec=CLUSTER)
+
+
 def test_types_and_facade():
   with tf.Graph().as_default():
     strategy = v1.experimental.ParameterServerStrategy(resolver())
