@@ -269,6 +269,19 @@ class ParameterServerStrategyV1(
     self._refuse_eager("scope()")
     return super().scope()
 
+  def experimental_distribute_dataset(self, dataset: Any,
+                                      options: Any = None) -> Any:
+    """``Strategy.experimental_distribute_dataset``; graph mode only."""
+    self._refuse_eager("experimental_distribute_dataset()")
+    return super().experimental_distribute_dataset(dataset, options)
+
+  def distribute_datasets_from_function(self, dataset_fn: Callable[..., Any],
+                                        options: Any = None) -> Any:
+    """``Strategy.distribute_datasets_from_function``; graph mode only.
+    ``dataset_fn`` gets this worker's ``InputContext``."""
+    self._refuse_eager("distribute_datasets_from_function()")
+    return super().distribute_datasets_from_function(dataset_fn, options)
+
   def run(self, fn: Callable[..., Any], args: Any = (),
           kwargs: Optional[dict] = None, options: Any = None) -> Any:
     """``Strategy.run``; graph mode only.  Returns the results."""

@@ -211,10 +211,23 @@ def test_no_cluster_runs_locally(monkeypatch):
   assert not config.device_filters
 
 
-def test_eager_is_refused_as_tensorflow_does():
-  strategy = v1.experimental.ParameterServerStrategy(resolver())
+@pytest.mark.parametrize("call", [
+    lambda s: s.scope(),
+    lambda s: s.run(lambda: 1.0),
+    lambda s: s.experimental_distribute_dataset(tf.data.Dataset.range(4)),
+    lambda s: s.distribute_datasets_from_function(
+        lambda ctx: tf.data.Dataset.range(4)),
+], ids=["scope", "run", "experimental_distribute_dataset",
+        "distribute_datasets_from_function"])
+def test_eager_is_refused_as_tensorflow_does(call):
+  for cls in (v1.experimental.ParameterServerStrategy,
+              V1.distribute.experimental.ParameterServerStrategy):
+    strategy = cls(resolver())
+    with pytest.raises(NotImplementedError) as raised:
+      call(strategy)
+  # Ours says what to do.
   with pytest.raises(NotImplementedError, match="disable_eager_execution"):
-    strategy.scope()
+    call(v1.experimental.ParameterServerStrategy(resolver()))
 
 
 def test_input_fn_context_names_this_workers_pipeline():
@@ -230,8 +243,9 @@ def test_input_fn_context_names_this_workers_pipeline():
         return tf.data.Dataset.range(8).batch(2)
       with strategy.scope():
         strategy.make_input_fn_iterator(input_fn)
+        strategy.distribute_datasets_from_function(input_fn)
       contexts[name] = seen
-  assert contexts["ours"] == contexts["native"] == [(2, 1, 1)]
+  assert contexts["ours"] == contexts["native"] == [(2, 1, 1)] * 2
 
 
 def test_reduce_to_another_worker_is_refused():
