@@ -14,7 +14,7 @@ median time per step for both.
   ``experimental_run`` and a ``tf.compat.v1.Session``.
 * ``--cluster WxP``: the v1 program under ``ParameterServerStrategy`` on a
   loopback cluster of W workers and P parameter servers, each a
-  ``tf.distribute.Server`` process (see ``compat_distribute.cluster_demo``).
+  ``tf.distribute.Server`` process (see ``compat_distribute.cluster.demo``).
 
 The formatting helpers are plain functions:
 
@@ -339,8 +339,8 @@ def main(argv: Sequence[str]) -> int:
 
 def _main_cluster(shape: str) -> int:
   """``--cluster WxP``: the v1 program on a local cluster."""
-  from compat_distribute import cluster_demo  # pylint: disable=g-import-not-at-top
-  from compat_distribute import local_cluster  # pylint: disable=g-import-not-at-top
+  from compat_distribute.cluster import demo as cluster_demo  # pylint: disable=g-import-not-at-top
+  from compat_distribute.cluster import local as local_cluster  # pylint: disable=g-import-not-at-top
   try:
     workers, ps = local_cluster.parse_shape(shape)
   except ValueError as e:

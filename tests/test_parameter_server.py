@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 import compat_distribute
-from compat_distribute import cluster as cluster_lib
+from compat_distribute.cluster import tasks as cluster_lib
 from compat_distribute import v1
 
 V1 = tf.compat.v1

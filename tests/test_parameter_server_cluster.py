@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from compat_distribute import local_cluster
+from compat_distribute.cluster import local as local_cluster
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "fixtures", "ps_train.py")
 TIMEOUT = 90
@@ -158,7 +158,7 @@ def test_runner_runs_an_unmodified_program_with_ours(cluster):
   results = ok(run(cluster, "native", "runner", "--steps", "2",
                    "--lockstep", launcher=["-m", "compat_distribute", "run"]))
   assert {r["strategy_class"] for r in results} == {
-      "compat_distribute.parameter_server.ParameterServerStrategyV1"}
+      "compat_distribute.cluster.parameter_server.ParameterServerStrategyV1"}
   assert [len(r["losses"]) for r in results] == [2, 2]
 
 

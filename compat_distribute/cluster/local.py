@@ -181,7 +181,7 @@ class LocalCluster:
     """Starts one task's server process (not waiting for it)."""
     self._servers[(task_type, index)] = self._popen(
         [sys.executable, "-c",
-         "from compat_distribute import local_cluster; "
+         "from compat_distribute.cluster import local as local_cluster; "
          "local_cluster._server_main()"],
         {"TF_CONFIG": tf_config(self.cluster, task_type, index)})
 

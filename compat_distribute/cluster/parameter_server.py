@@ -37,7 +37,7 @@ False
 >>> strategy.update_config_proto(tf.compat.v1.ConfigProto())
 Traceback (most recent call last):
 ...
-compat_distribute.cluster.TaskUnavailableError: Cluster tasks not reachable after 0.2 s: /job:worker/task:1 at 127.0.0.1:2223, /job:ps/task:0 at 127.0.0.1:2224, /job:ps/task:1 at 127.0.0.1:2225. ...
+compat_distribute.cluster.tasks.TaskUnavailableError: Cluster tasks not reachable after 0.2 s: /job:worker/task:1 at 127.0.0.1:2223, /job:ps/task:0 at 127.0.0.1:2224, /job:ps/task:1 at 127.0.0.1:2225. ...
 """
 from __future__ import annotations
 
@@ -47,7 +47,8 @@ from typing import Any, Callable, Optional
 import tensorflow as tf
 
 from compat_distribute import central_storage
-from compat_distribute import cluster as cluster_lib
+from compat_distribute.cluster import placement
+from compat_distribute.cluster import tasks as cluster_lib
 from compat_distribute import devices as devices_lib
 from compat_distribute import replica_variables
 from compat_distribute import strategy_v1
@@ -76,7 +77,7 @@ class ParameterServerExtended(central_storage.CentralStorageExtended):
                cluster_resolver: Any = None) -> None:
     info = cluster_lib.resolve(cluster_resolver)
     self._task_info = info
-    self._placer: Optional[cluster_lib.RoundRobinPlacer] = None
+    self._placer: Optional[placement.RoundRobinPlacer] = None
     self.cluster_wait_timeout: Optional[float] = _default_cluster_wait()
     if info.cluster_spec is None:
       # One machine: CentralStorage over the local GPUs (else the CPU).
@@ -90,7 +91,7 @@ class ParameterServerExtended(central_storage.CentralStorageExtended):
     super().__init__(container_strategy, compute, "/job:ps/task:0")
     self._parameter_devices = tuple(f"/job:ps/task:{i}"
                                     for i in range(info.num_ps))
-    self._placer = cluster_lib.RoundRobinPlacer(info.num_ps, worker)
+    self._placer = placement.RoundRobinPlacer(info.num_ps, worker)
     self._variable_device = self._placer
     self._input_device = devices_lib.canonicalize(f"{worker}/device:CPU:0")
     # Ops made in scope() without a device stay on this worker.

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from compat_distribute import demo as demo_lib
-from compat_distribute import local_cluster
+from compat_distribute.cluster import local as local_cluster
 
 _PROGRESS = "progress "
 
@@ -61,9 +61,11 @@ def run_cluster(workers: int, ps: int, epochs: int, seed: int,
             f"ParameterServerStrategy, {workers} workers x {ps} ps ==",
             flush=True)
       processes = cluster.start_workers(
-          __file__, ["--impl", impl, "--run_id", impl, "--epochs",
-                     str(epochs), "--seed", str(seed), "--batch_size",
-                     str(batch_size), "--samples", str(samples)])
+          "compat_distribute.cluster.demo",
+          ["--impl", impl, "--run_id", impl, "--epochs", str(epochs),
+           "--seed", str(seed), "--batch_size", str(batch_size),
+           "--samples", str(samples)],
+          launcher=["-m"])
       deadline = time.monotonic() + timeout
       last = ""
       while any(p.poll() is None for p in processes):
