@@ -9,6 +9,7 @@ setup(
     python_requires=">=3.11",
     packages=[
         "compat_distribute",
+        "compat_distribute.cluster",
         "compat_distribute.input",
         "compat_distribute.v1",
         "compat_distribute.v1.experimental",

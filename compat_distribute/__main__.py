@@ -5,8 +5,8 @@
     (``sys.argv``, ``__name__ == "__main__"``, ``sys.path[0]``, exit code),
     with ``compat_distribute.install()`` in effect, so TensorFlow's
     ``OneDeviceStrategy`` and ``CentralStorageStrategy`` names (v1 and v2)
-    are the shim's.
-``demo [--strategy ...] [--replicas N] [--epochs N] [--api v1|v2]``
+    and the v1 ``ParameterServerStrategy`` are the shim's.
+``demo [--strategy ...] [--replicas N] [--epochs N] [--api v1|v2] [--cluster WxP]``
     Trains a small classifier under the shim and under native TensorFlow and
     prints the two side by side; ``demo --help`` lists the flags.
 """
@@ -22,12 +22,15 @@ USAGE = """\
 usage: python -m compat_distribute run SCRIPT [ARGS...]
        python -m compat_distribute demo [--strategy one_device|central_storage]
                                         [--replicas N] [--epochs N] [--api v1|v2]
+                                        [--cluster WxP]
 
   run   run SCRIPT like `python SCRIPT ARGS...`, with TensorFlow's
         OneDeviceStrategy and CentralStorageStrategy (tf.distribute and
-        tf.compat.v1.distribute) replaced by compat_distribute's
+        tf.compat.v1.distribute) and tf.compat.v1's ParameterServerStrategy
+        replaced by compat_distribute's
   demo  train a small classifier under compat_distribute and under native
-        TensorFlow and compare loss and time per step (demo --help: flags)
+        TensorFlow and compare loss and time per step (demo --help: flags;
+        --cluster 2x1 trains on 2 workers and 1 ps on 127.0.0.1)
 """
 
 # Frames of this file and of runpy (which may be frozen, "<frozen runpy>")

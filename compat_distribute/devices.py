@@ -149,9 +149,12 @@ def variable_placement(colocate_with: Any, device: str,
 
 
 @contextlib.contextmanager
-def _only_on(device: str) -> Any:
+def _only_on(device: Any) -> Any:
+  # A device function (a parameter-server strategy's placer) needs the v1
+  # tf.device, which accepts one in a graph.
+  scope = tf.compat.v1.device if callable(device) else tf.device
   with _tf_private.colocate_with(None, ignore_existing=True):
-    with tf.device(device):
+    with scope(device):
       yield
 
 

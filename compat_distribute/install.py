@@ -10,6 +10,7 @@ TensorFlow name                                                      replaced by
 ``tf.distribute.experimental.CentralStorageStrategy``                ``compat_distribute.v2.experimental.CentralStorageStrategy``
 ``tf.compat.v1.distribute.OneDeviceStrategy``                        ``compat_distribute.v1.OneDeviceStrategy``
 ``tf.compat.v1.distribute.experimental.CentralStorageStrategy``      ``compat_distribute.v1.experimental.CentralStorageStrategy``
+``tf.compat.v1.distribute.experimental.ParameterServerStrategy``     ``compat_distribute.v1.experimental.ParameterServerStrategy``
 ===================================================================  ==================================================
 
 The same two v2 names under ``tf.compat.v2.distribute`` (a separate module
@@ -53,6 +54,8 @@ _TARGETS: tuple[tuple[str, str, str, str], ...] = (
      "compat_distribute.v1", "OneDeviceStrategy"),
     ("compat.v1.distribute.experimental", "CentralStorageStrategy",
      "compat_distribute.v1.experimental", "CentralStorageStrategy"),
+    ("compat.v1.distribute.experimental", "ParameterServerStrategy",
+     "compat_distribute.v1.experimental", "ParameterServerStrategy"),
 )
 
 _lock = threading.RLock()

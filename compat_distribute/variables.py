@@ -41,7 +41,7 @@ _GraphKeys = tf.compat.v1.GraphKeys
 # -- creation -----------------------------------------------------------------
 
 def create_central_variable(extended: Any, next_creator: Callable[..., Any],
-                            **kwargs: Any) -> tf.Variable:
+                            device: Any = None, **kwargs: Any) -> tf.Variable:
   """Creates a variable for ``CentralStorageStrategy``.
 
   The variable is colocated with ``colocate_with`` when that is given (as
@@ -54,6 +54,8 @@ def create_central_variable(extended: Any, next_creator: Callable[..., Any],
   Args:
     extended: the strategy's ``StrategyExtended``.
     next_creator: the next variable creator in the chain.
+    device: where the variable goes when it is not colocated: a device name
+      or a graph device function; None means ``parameter_devices[0]``.
     **kwargs: the variable's constructor arguments.
 
   Returns:
@@ -64,7 +66,8 @@ def create_central_variable(extended: Any, next_creator: Callable[..., Any],
     ValueError: ``aggregation`` is not a ``tf.VariableAggregation``.
   """
   placement = devices.variable_placement(
-      kwargs.pop("colocate_with", None), extended.parameter_devices[0],
+      kwargs.pop("colocate_with", None),
+      extended.parameter_devices[0] if device is None else device,
       clear_scopes=True)
   if len(extended.worker_devices) <= 1:
     with placement:

@@ -26,6 +26,8 @@ NAMES = {
     "tf.compat.v1.distribute.OneDeviceStrategy": ("v1", "OneDeviceStrategy"),
     "tf.compat.v1.distribute.experimental.CentralStorageStrategy":
         ("v1", "experimental.CentralStorageStrategy"),
+    "tf.compat.v1.distribute.experimental.ParameterServerStrategy":
+        ("v1", "experimental.ParameterServerStrategy"),
 }
 
 

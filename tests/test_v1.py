@@ -55,7 +55,10 @@ def test_v1_class_names_are_tensorflows():
 def test_facade_falls_back_to_tf():
   assert v1.MirroredStrategy is tf.compat.v1.distribute.MirroredStrategy
   assert v1.get_loss_reduction is tf.compat.v1.distribute.get_loss_reduction
-  assert (v1.experimental.ParameterServerStrategy is
+  assert (v1.experimental.MultiWorkerMirroredStrategy is
+          tf.compat.v1.distribute.experimental.MultiWorkerMirroredStrategy)
+  # ParameterServerStrategy is ours (docs/cluster.md), not a fall-through.
+  assert (v1.experimental.ParameterServerStrategy is not
           tf.compat.v1.distribute.experimental.ParameterServerStrategy)
   with pytest.raises(AttributeError):
     v1.NoSuchName  # pylint: disable=pointless-statement

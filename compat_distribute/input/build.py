@@ -126,9 +126,12 @@ def split_pipeline(extended: Any, dataset: tf.data.Dataset,
 
 
 def input_context(extended: Any) -> contexts.InputContext:
-  """The context given to ``dataset_fn``: one pipeline for all replicas."""
+  """The context given to ``dataset_fn``: one pipeline for all replicas
+  (a cluster strategy says which of its workers' pipelines this is, through
+  ``extended._input_pipelines``)."""
+  count, index = getattr(extended, "_input_pipelines", (1, 0))
   return contexts.InputContext(
-      num_input_pipelines=1, input_pipeline_id=0,
+      num_input_pipelines=count, input_pipeline_id=index,
       num_replicas_in_sync=extended._num_replicas_in_sync)  # pylint: disable=protected-access
 
 

@@ -5,8 +5,10 @@ import tensorflow as _tf
 
 from compat_distribute.strategies_v1 import (
     CentralStorageStrategyV1 as CentralStorageStrategy)
+from compat_distribute.cluster.parameter_server import (
+    ParameterServerStrategyV1 as ParameterServerStrategy)
 
-__all__ = ["CentralStorageStrategy"]
+__all__ = ["CentralStorageStrategy", "ParameterServerStrategy"]
 
 
 def __getattr__(name):

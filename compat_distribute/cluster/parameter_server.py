@@ -1,0 +1,290 @@
+"""``ParameterServerStrategy`` (v1): CentralStorage spread over a cluster.
+
+Variables live on the tasks of the ``ps`` job (in turn, in creation order);
+each worker runs its own copy of the program (between-graph) and replicates
+the computation over its local compute devices -- its GPUs, else its CPU as
+one replica -- with the same replica machinery as ``CentralStorageStrategy``.
+The cluster and this task come from ``TF_CONFIG`` or a cluster resolver;
+the wire is TensorFlow's distributed runtime (``tf.distribute.Server``,
+gRPC).  Without a cluster the strategy runs on this machine alone, as
+``CentralStorageStrategy``.
+
+Building the graph needs no running servers; ``update_config_proto`` waits
+(at most ``extended.cluster_wait_timeout`` seconds, None: not at all) for
+this task and the ``ps`` tasks to accept connections:
+
+>>> from compat_distribute import v1 as distribute
+>>> resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+...     tf.train.ClusterSpec({"worker": ["127.0.0.1:2222", "127.0.0.1:2223"],
+...                           "ps": ["127.0.0.1:2224", "127.0.0.1:2225"]}),
+...     task_type="worker", task_id=1)
+>>> with tf.Graph().as_default():
+...   strategy = distribute.experimental.ParameterServerStrategy(resolver)
+...   with strategy.scope():
+...     a = tf.compat.v1.get_variable("a", initializer=1.0)
+...     b = tf.compat.v1.get_variable("b", initializer=2.0)
+>>> strategy.extended.cluster_wait_timeout = None
+>>> config = strategy.update_config_proto(tf.compat.v1.ConfigProto())
+>>> strategy
+ParameterServerStrategyV1(task='/job:worker/task:1', parameter_devices=('/job:ps/task:0', '/job:ps/task:1'), worker_devices=['/job:worker/replica:0/task:1/device:CPU:0'])
+>>> a.device, b.device, strategy.num_replicas_in_sync
+('/job:ps/task:0', '/job:ps/task:1', 1)
+>>> list(config.device_filters)
+['/job:worker/task:1', '/job:ps']
+>>> strategy.extended.should_checkpoint  # worker 1 is not the chief
+False
+>>> strategy.extended.cluster_wait_timeout = 0.2  # nothing listens there
+>>> strategy.update_config_proto(tf.compat.v1.ConfigProto())
+Traceback (most recent call last):
+...
+compat_distribute.cluster.tasks.TaskUnavailableError: Cluster tasks not reachable after 0.2 s: /job:worker/task:1 at 127.0.0.1:2223, /job:ps/task:0 at 127.0.0.1:2224, /job:ps/task:1 at 127.0.0.1:2225. ...
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Optional
+
+import tensorflow as tf
+
+from compat_distribute import central_storage
+from compat_distribute.cluster import placement
+from compat_distribute.cluster import tasks as cluster_lib
+from compat_distribute import devices as devices_lib
+from compat_distribute import replica_variables
+from compat_distribute import strategy_v1
+from compat_distribute import variables as variables_lib
+
+# Seconds update_config_proto waits for the parameter servers (TensorFlow's
+# Session waits for ever).
+DEFAULT_CLUSTER_WAIT = 300.0
+
+
+def _default_cluster_wait() -> float:
+  text = os.environ.get("COMPAT_DISTRIBUTE_CLUSTER_WAIT", "")
+  try:
+    return float(text) if text else DEFAULT_CLUSTER_WAIT
+  except ValueError as e:
+    raise ValueError(
+        f"COMPAT_DISTRIBUTE_CLUSTER_WAIT must be a number of seconds, got "
+        f"{text!r}. Set it to e.g. 60, or unset it for "
+        f"{DEFAULT_CLUSTER_WAIT:g}.") from e
+
+
+class ParameterServerExtended(central_storage.CentralStorageExtended):
+  """``strategy.extended`` of the v1 ``ParameterServerStrategy``."""
+
+  def __init__(self, container_strategy: Any,
+               cluster_resolver: Any = None) -> None:
+    info = cluster_lib.resolve(cluster_resolver)
+    self._task_info = info
+    self._placer: Optional[placement.RoundRobinPlacer] = None
+    self.cluster_wait_timeout: Optional[float] = _default_cluster_wait()
+    if info.cluster_spec is None:
+      # One machine: CentralStorage over the local GPUs (else the CPU).
+      super().__init__(container_strategy)
+      self._cluster_resolver = info.resolver
+      self._input_pipelines = (1, 0)
+      return
+    worker = info.worker_device
+    compute = ([f"{worker}/device:GPU:{i}" for i in range(info.num_gpus)]
+               or [worker])
+    super().__init__(container_strategy, compute, "/job:ps/task:0")
+    self._parameter_devices = tuple(f"/job:ps/task:{i}"
+                                    for i in range(info.num_ps))
+    self._placer = placement.RoundRobinPlacer(info.num_ps, worker)
+    self._variable_device = self._placer
+    self._input_device = devices_lib.canonicalize(f"{worker}/device:CPU:0")
+    # Ops made in scope() without a device stay on this worker.
+    self._default_device = worker
+    self._cluster_resolver = info.resolver
+    self._cluster_spec = info.cluster_spec
+    self._task_type = info.task_type
+    self._task_id = info.task_id
+    self._is_chief = info.is_chief
+    self._worker_device = worker
+    self._input_pipelines = info.input_pipelines
+
+  def __repr__(self) -> str:
+    return (f"{type(self).__name__}(task={self._worker_device!r}, "
+            f"parameter_devices={self.parameter_devices!r}, "
+            f"worker_devices={self.worker_devices!r})")
+
+  # -- cluster --------------------------------------------------------------
+
+  def _in_multi_worker_mode(self) -> bool:
+    return self._cluster_spec is not None
+
+  @property
+  def experimental_should_init(self) -> bool:
+    """Whether this task initialises variables: the chief only."""
+    return self._is_chief
+
+  @property
+  def should_checkpoint(self) -> bool:
+    """Whether this task saves checkpoints: the chief only."""
+    return self._is_chief
+
+  @property
+  def should_save_summary(self) -> bool:
+    """Whether this task writes summaries: the chief only."""
+    return self._is_chief
+
+  def _update_config_proto(self, config_proto: Any) -> Any:
+    """Also filters the devices a session sees to this task and the ``ps``
+    job, as TensorFlow does (workers never talk to each other), and waits
+    (at most ``cluster_wait_timeout`` s) for those tasks to be up."""
+    config = super()._update_config_proto(config_proto)
+    if self._cluster_spec is None:
+      return config
+    config.isolate_session_state = False
+    del config.device_filters[:]
+    if self._task_type in ("chief", "worker"):
+      config.device_filters.extend([self._worker_device, "/job:ps"])
+      needed = [("ps", i) for i in range(self._task_info.num_ps)]
+    else:
+      needed = []
+      if self._task_type == "evaluator":
+        config.device_filters.append(self._worker_device)
+    if self.cluster_wait_timeout is not None:
+      cluster_lib.wait_for_tasks(self._cluster_spec,
+                                 [(self._task_type, self._task_id)] + needed,
+                                 self.cluster_wait_timeout)
+    return config
+
+  # -- variables ------------------------------------------------------------
+
+  def _create_variable(self, next_creator: Callable[..., Any],
+                       **kwargs: Any) -> Any:
+    if self._placer is None:
+      return super()._create_variable(next_creator, **kwargs)
+
+    def create():
+      return variables_lib.create_central_variable(
+          self, next_creator, device=self._placer, **kwargs)
+    if len(self._compute_devices) == 1:
+      return create()
+    return replica_variables.shared_variable(kwargs.get("name"), create)
+
+  # -- reduction ------------------------------------------------------------
+
+  def _check_destinations_on_this_worker(self, destinations: Any) -> None:
+    if self._cluster_spec is None or destinations is None:
+      return
+    names = destinations if isinstance(destinations, (list, tuple)) else [
+        destinations]
+    for item in names:
+      device = item if isinstance(item, str) else getattr(item, "device", "")
+      if not isinstance(device, str) or not device:
+        continue
+      spec = tf.DeviceSpec.from_string(device)
+      if spec.job == self._task_type and spec.task not in (None,
+                                                           self._task_id):
+        raise ValueError(
+            f"Cannot reduce to {device!r}: it is on another worker, and "
+            f"this is {self._worker_device}. Each worker reduces onto its "
+            "own devices; pass one of this worker's devices (or a "
+            "variable).")
+
+  def _reduce_to(self, reduce_op: Any, value: Any, destinations: Any,
+                 options: Any) -> Any:
+    self._check_destinations_on_this_worker(destinations)
+    return super()._reduce_to(reduce_op, value, destinations, options)
+
+  def _batch_reduce_to(self, reduce_op: Any, value_destination_pairs: Any,
+                       options: Any) -> list[Any]:
+    for _, destinations in value_destination_pairs:
+      self._check_destinations_on_this_worker(destinations)
+    return super()._batch_reduce_to(reduce_op, value_destination_pairs,
+                                    options)
+
+
+class ParameterServerStrategyV1(
+    strategy_v1.StrategyV1,
+    tf.compat.v1.distribute.experimental.ParameterServerStrategy):
+  """``tf.compat.v1.distribute.experimental.ParameterServerStrategy``:
+  variables on the ``ps`` tasks, computation on each worker's devices.
+
+  Every worker runs the same TF1 graph program with its own ``TF_CONFIG``
+  and connects a ``tf.compat.v1.Session`` to its own server, with the
+  config from ``update_config_proto``.  Unlike TensorFlow's, ``run`` and
+  ``experimental_run`` return the replicas' results (TensorFlow's return
+  None).
+
+  Args:
+    cluster_resolver: where the cluster and this task come from; None reads
+      ``TF_CONFIG``.  An empty cluster means this machine alone.
+
+  Raises:
+    ValueError: a malformed ``TF_CONFIG`` or cluster (see
+      ``compat_distribute.cluster.check_tf_config``).
+  """
+
+  def __init__(self, cluster_resolver: Any = None) -> None:
+    super().__init__(ParameterServerExtended(self, cluster_resolver))
+
+  def _with_same_configuration(self) -> Any:
+    return type(self)(self.extended._cluster_resolver)  # pylint: disable=protected-access
+
+  def __repr__(self) -> str:
+    extended = self.extended
+    return (f"{type(self).__name__}(task={extended._worker_device!r}, "  # pylint: disable=protected-access
+            f"parameter_devices={extended.parameter_devices!r}, "
+            f"worker_devices={extended.worker_devices!r})")
+
+  @property
+  def cluster_resolver(self) -> Any:
+    """The cluster resolver the cluster and task were read from."""
+    return self.extended._cluster_resolver  # pylint: disable=protected-access
+
+  def configure(self, session_config: Optional[Any] = None,
+                cluster_spec: Any = None, task_type: Optional[str] = None,
+                task_id: Optional[int] = None) -> None:
+    """Deprecated (use ``update_config_proto``).  With ``cluster_spec``,
+    first points the strategy at that cluster as task ``task_type`` /
+    ``task_id`` (as TensorFlow's does; build the graph afterwards), then
+    updates ``session_config`` in place."""
+    if cluster_spec:
+      if not isinstance(cluster_spec, tf.train.ClusterSpec):
+        cluster_spec = tf.train.ClusterSpec(cluster_spec)
+      extended = self.extended
+      resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+          cluster_spec, task_type=task_type, task_id=task_id,
+          num_accelerators={"GPU": extended._task_info.num_gpus})  # pylint: disable=protected-access
+      wait = extended.cluster_wait_timeout
+      extended.__init__(self, resolver)  # pylint: disable=unnecessary-dunder-call
+      extended.cluster_wait_timeout = wait
+    super().configure(session_config)
+
+  def _refuse_eager(self, method: str) -> None:
+    if tf.executing_eagerly():
+      raise NotImplementedError(
+          f"ParameterServerStrategy (v1).{method} builds TF1 graphs, but "
+          "eager execution is on. Call tf.compat.v1.disable_eager_execution() "
+          "at the start of the program or build the model inside `with "
+          "tf.Graph().as_default():`. For TF2-style training use "
+          "tf.distribute.experimental.ParameterServerStrategy with a "
+          "ClusterCoordinator (TensorFlow's own).")
+
+  def scope(self) -> Any:
+    """``Strategy.scope``; graph mode only (as TensorFlow's)."""
+    self._refuse_eager("scope()")
+    return super().scope()
+
+  def experimental_distribute_dataset(self, dataset: Any,
+                                      options: Any = None) -> Any:
+    """``Strategy.experimental_distribute_dataset``; graph mode only."""
+    self._refuse_eager("experimental_distribute_dataset()")
+    return super().experimental_distribute_dataset(dataset, options)
+
+  def distribute_datasets_from_function(self, dataset_fn: Callable[..., Any],
+                                        options: Any = None) -> Any:
+    """``Strategy.distribute_datasets_from_function``; graph mode only.
+    ``dataset_fn`` gets this worker's ``InputContext``."""
+    self._refuse_eager("distribute_datasets_from_function()")
+    return super().distribute_datasets_from_function(dataset_fn, options)
+
+  def run(self, fn: Callable[..., Any], args: Any = (),
+          kwargs: Optional[dict] = None, options: Any = None) -> Any:
+    """``Strategy.run``; graph mode only.  Returns the results."""
+    self._refuse_eager("run()")
+    return super().run(fn, args=args, kwargs=kwargs, options=options)
