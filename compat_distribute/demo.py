@@ -195,6 +195,29 @@ def train_v2(strategy: Any, label: str, data: tuple, epochs: int,
                 float(history.history["accuracy"][-1]))
 
 
+
+def v1_train_step(strategy: Any, params: list, optimizer: Any,
+                  inputs: Any) -> tuple:
+  """One replica's TF1 step of the demo's perceptron: ``optimizer``
+  minimises the replica's share of the loss; returns (loss, accuracy),
+  read after the update."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  features, labels = inputs
+  h = features
+  for i in range(0, len(params), 2):
+    h = tf.matmul(h, params[i]) + params[i + 1]
+    if i + 2 < len(params):
+      h = tf.nn.relu(h)
+  loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=labels, logits=h))
+  correct = tf.reduce_mean(tf.cast(
+      tf.equal(tf.argmax(h, axis=1, output_type=tf.int32), labels),
+      tf.float32))
+  train_op = optimizer.minimize(loss / strategy.num_replicas_in_sync)
+  with tf.control_dependencies([train_op]):
+    return tf.identity(loss), tf.identity(correct)
+
+
 def train_v1(impl: str, kind: str, replicas: int, label: str, data: tuple,
              epochs: int, batch_size: int, seed: int) -> Result:
   """A TF1 graph-mode training program run with a ``Session``."""
@@ -214,21 +237,7 @@ def train_v1(impl: str, kind: str, replicas: int, label: str, data: tuple,
       optimizer = v1.train.AdamOptimizer(LEARNING_RATE)
 
       def step_fn(inputs):
-        features, labels = inputs
-        h = features
-        for i in range(0, len(params), 2):
-          h = tf.matmul(h, params[i]) + params[i + 1]
-          if i + 2 < len(params):
-            h = tf.nn.relu(h)
-        loss = tf.reduce_mean(
-            tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
-                                                           logits=h))
-        correct = tf.reduce_mean(tf.cast(
-            tf.equal(tf.argmax(h, axis=1, output_type=tf.int32), labels),
-            tf.float32))
-        train_op = optimizer.minimize(loss / strategy.num_replicas_in_sync)
-        with tf.control_dependencies([train_op]):
-          return tf.identity(loss), tf.identity(correct)
+        return v1_train_step(strategy, params, optimizer, inputs)
 
       per_replica = strategy.experimental_run(step_fn, iterator)
       mean_loss, mean_correct = (

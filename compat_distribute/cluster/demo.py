@@ -130,19 +130,7 @@ def worker_main(argv: list[str]) -> None:
     optimizer = v1.train.AdamOptimizer(demo_lib.LEARNING_RATE)
 
     def step_fn(inputs):
-      features, labels = inputs
-      h = features
-      for i in range(0, len(params), 2):
-        h = tf.matmul(h, params[i]) + params[i + 1]
-        if i + 2 < len(params):
-          h = tf.nn.relu(h)
-      loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-          labels=labels, logits=h))
-      correct = tf.reduce_mean(tf.cast(tf.equal(
-          tf.argmax(h, axis=1, output_type=tf.int32), labels), tf.float32))
-      train_op = optimizer.minimize(loss / strategy.num_replicas_in_sync)
-      with tf.control_dependencies([train_op]):
-        return tf.identity(loss), tf.identity(correct)
+      return demo_lib.v1_train_step(strategy, params, optimizer, inputs)
 
     # TensorFlow's run() returns None for this strategy; this call does not.
     per_replica = extended.call_for_each_replica(
