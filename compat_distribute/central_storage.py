@@ -34,12 +34,12 @@ import numpy as np
 import tensorflow as tf
 
 from compat_distribute import _tf_private
+from compat_distribute import caller_state
 from compat_distribute import cross_device
 from compat_distribute import devices as devices_lib
 from compat_distribute import extended as extended_lib
 from compat_distribute import replica_threads
 from compat_distribute import replica_variables
-from compat_distribute import replica_workers
 from compat_distribute import strategy as strategy_lib
 from compat_distribute import values as values_lib
 from compat_distribute import variables as variables_lib
@@ -224,7 +224,7 @@ class CentralStorageExtended(extended_lib.Extended):
       with first_replica_variable_scope():
         return self._run_one_replica(replica_context, fn, args, kwargs)
 
-    result = replica_workers.keeping_summary_state(run_replica)
+    result = caller_state.keeping_summary_state(run_replica)
     if replica_context.merge_error is not None:  # caught by the replica fn
       raise replica_context.merge_error
     # Regrouped as with several replicas (TensorFlow runs one replica the

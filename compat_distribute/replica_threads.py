@@ -48,6 +48,7 @@ from typing import Any, Callable, Optional
 import tensorflow as tf
 
 from compat_distribute import _tf_private
+from compat_distribute import caller_state
 from compat_distribute import context
 from compat_distribute import replica_variables
 from compat_distribute import replica_workers as workers_lib
@@ -74,6 +75,9 @@ def call_for_each_replica(extended: Any, fn: Callable[..., Any], args: tuple,
   try:
     results = run.execute()
   finally:
+    # First, and no call before it: an interrupt cannot come between the
+    # run's end and the mark that lets a later run reclaim its workers.
+    run.lease.closed = True
     run.release()
   return values_lib.regroup(results)
 
@@ -123,13 +127,14 @@ class _Run:
       # several threads push onto them (TensorFlow does the same).
       self.graph.switch_to_thread_local()
     self.caller_device = _tf_private.current_device()
-    self.caller = workers_lib.CallerState(self.graph, self.eager)
+    self.caller = caller_state.CallerState(self.graph, self.eager)
     self.contexts = [MultiReplicaContext(self.strategy, i, self)
                      for i in range(self.n)]
     self.results: list[Any] = [None] * self.n
     self.error: Optional[BaseException] = None
-    self.aborted = False
-    self.in_flight = False
+    # Closed when the run ends: a replica that reaches merge_call after
+    # that unwinds (raises _Aborted) instead of pausing.
+    self.lease = workers_lib.Lease()
     self.workers: Optional[list[Any]] = None  # replica i on workers[i]
     self.started = [False] * self.n
     self.finished = [False] * self.n
@@ -150,7 +155,7 @@ class _Run:
   # -- the calling thread -----------------------------------------------------
 
   def execute(self) -> list[Any]:
-    return workers_lib.keeping_summary_state(self._execute)
+    return caller_state.keeping_summary_state(self._execute)
 
   def _execute(self) -> list[Any]:
     try:
@@ -206,17 +211,19 @@ class _Run:
   def advance(self, i: int) -> None:
     """Lets replica ``i`` (on its worker) run to its next pause or end."""
     worker = self.workers[i]
-    self.in_flight = True  # stays set if the wait is interrupted
     if self.started[i]:
       worker.resume()
     else:
       self.started[i] = True
       worker.start_job(lambda: self.run_on_worker(i))
-    self.in_flight = False
 
   def release(self) -> None:
-    """Unwinds replicas paused on workers; returns the workers to the pool;
-    then detaches the replica contexts from this run.
+    """Ends the run on every exit path: waits for a replica still running on
+    a worker (the calling thread's wait for it may have been interrupted),
+    unwinds replicas paused on workers, returns the workers to the pool;
+    puts back the calling thread's strategy stack and variable creators
+    (an interrupt may have cut an exit short); then detaches the replica
+    contexts from this run.
 
     A replica context can outlive the run: while tracing, the gradient
     function of an ``all_reduce`` (``tf.custom_gradient``) keeps it in
@@ -225,27 +232,14 @@ class _Run:
     model) alive.
     """
     try:
-      self._release_workers()
-    finally:
-      for ctx in self.contexts:
-        ctx._run = None  # pylint: disable=protected-access
-
-  def _release_workers(self) -> None:
-    if self.workers is None:
-      return
-    if self.in_flight:
-      # The wait for a worker was interrupted (KeyboardInterrupt): it may
-      # still be running, so it is dropped rather than reused.
+      self.lease.close()
       self.workers = None
-      return
-    paused = [i for i in range(1, self.n)
-              if self.started[i] and not self.finished[i]]
-    if paused:
-      self.aborted = True
-      for i in paused:
-        self.workers[i].resume()
-    workers_lib.give_back(self.workers[1:])
-    self.workers = None
+    finally:
+      try:
+        self.caller.restore_stacks()
+      finally:
+        for ctx in self.contexts:
+          ctx._run = None  # pylint: disable=protected-access
 
   # -- merge_call -------------------------------------------------------------
 
@@ -277,7 +271,7 @@ class _Run:
       self.raise_error()
     self.requests[0] = (args, kwargs)
     if self.workers is None:
-      self.workers = [None] + workers_lib.take(self.n - 1)
+      self.workers = [None] + self.lease.take(self.n - 1)
     for i in range(1, self.n):
       self.advance(i)
       if self.error is not None:
@@ -302,14 +296,14 @@ class _Run:
 
   def worker_merge(self, i: int, args: tuple, kwargs: dict) -> Any:
     """Replica ``i``'s merge_call, on its worker: pause until merged."""
-    if self.aborted:
+    if self.lease.closed:
       raise _Aborted()
     self.requests[i] = (args, kwargs)
     if not self.eager:
       self.control_deps[i] = tuple(
           _tf_private.current_control_dependencies(self.graph))
     self.workers[i].pause()
-    if self.aborted:
+    if self.lease.closed:
       raise _Aborted()
     self.control_deps[i] = ()
     result, self.merge_results[i] = self.merge_results[i], None
@@ -321,7 +315,9 @@ class _Run:
     """Replica ``i``'s whole job on its worker thread; never raises."""
     caller = self.caller
     try:
-      with workers_lib.BorrowedState(caller):
+      if self.lease.closed:
+        return  # asked to start after the run ended (its leader interrupted)
+      with caller_state.BorrowedState(caller):
         args = values_lib.select_replica(i, self.args)
         kwargs = values_lib.select_replica(i, self.kwargs)
         with _device(self.devices[i]), self.contexts[i]:
@@ -409,6 +405,7 @@ def _replicated_function(extended: Any, fn: Any) -> Any:
       try:
         results = run.execute()
       finally:
+        run.lease.closed = True  # first: see call_for_each_replica
         run.release()
       return values_lib.regroup(results)
 
