@@ -57,12 +57,13 @@ class CallerState:
 
   __slots__ = ("graph", "eager", "init_graph", "init_eager", "strategy_stack",
                "creators", "init_strategy_stack", "init_creators",
-               "name_scope", "var_scope", "summary")
+               "name_scope", "var_scope", "summary", "eager_device")
 
   def __init__(self, graph: tf.Graph, eager: bool) -> None:
     self.graph = graph
     self.eager = eager
     self.summary = summary_snapshot()
+    self.eager_device = _tf_private.eager_device_state()
     self.strategy_stack = list(_tf_private.strategy_stack())
     self.creators = _tf_private.variable_creator_stack(graph)
     if eager:
@@ -83,9 +84,11 @@ class CallerState:
     self.var_scope = tf.compat.v1.get_variable_scope()
 
   def restore_stacks(self) -> None:
-    """(calling thread) Puts back the strategy stack and variable creators
-    captured, if they differ: an interrupt that lands as a ``with`` block
-    starts to exit can leave a replica's entry behind."""
+    """(calling thread) Puts back the strategy stack, variable creators and
+    eager device scope captured, if they differ: an interrupt that lands as
+    a ``with`` block starts to exit can leave a replica's entry behind."""
+    if _tf_private.eager_device_state()[1] is not self.eager_device[1]:
+      _tf_private.set_eager_device_state(self.eager_device)
     graph = self.graph
     stack = _tf_private.strategy_stack_of(graph)
     if (len(stack) != len(self.strategy_stack) or

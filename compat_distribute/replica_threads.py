@@ -71,15 +71,41 @@ def call_for_each_replica(extended: Any, fn: Callable[..., Any], args: tuple,
     # Trace all replicas into one tf.function, as TensorFlow does: a
     # merge_call inside a per-replica function call could not synchronise.
     return _replicated_function(extended, fn)(*args, **kwargs)
-  run = _Run(extended, fn, args, kwargs)
+  return values_lib.regroup(_run_to_end(_Run(extended, fn, args, kwargs)))
+
+
+def _run_to_end(run: "_Run") -> list[Any]:
+  """``run.execute()``, then ``run.release()`` on every exit path."""
   try:
-    results = run.execute()
+    return run.execute()
+  except RuntimeError as e:
+    run.lease.closed = True
+    interrupt = _interrupt_behind(e)
+    if interrupt is None:
+      raise
+    raise interrupt  # pylint: disable=raise-missing-from
   finally:
     # First, and no call before it: an interrupt cannot come between the
     # run's end and the mark that lets a later run reclaim its workers.
     run.lease.closed = True
     run.release()
-  return values_lib.regroup(results)
+
+
+def _interrupt_behind(error: RuntimeError) -> Optional[BaseException]:
+  """The ``KeyboardInterrupt`` (or other non-``Exception``) that made a
+  TensorFlow scope's exit fail with its nesting error, if any: an interrupt
+  landing inside ``tf.device``'s exit leaves every enclosing scope's exit
+  to fail.  The caller should see the interrupt, not that error."""
+  if "nesting" not in str(error):
+    return None
+  cause = error.__context__
+  for _ in range(32):  # a context chain can be long; it cannot be a cycle
+    if cause is None:
+      return None
+    if not isinstance(cause, (Exception, _Aborted)):
+      return cause
+    cause = cause.__context__
+  return None
 
 
 class MultiReplicaContext(ReplicaContext):
@@ -401,13 +427,8 @@ def _replicated_function(extended: Any, fn: Any) -> Any:
     def replicated(*args, **kwargs):
       body = _autograph.tf_convert(python_function,
                                    _autograph.control_status_ctx())
-      run = _Run(extended_ref(), body, args, kwargs)
-      try:
-        results = run.execute()
-      finally:
-        run.lease.closed = True  # first: see call_for_each_replica
-        run.release()
-      return values_lib.regroup(results)
+      return values_lib.regroup(
+          _run_to_end(_Run(extended_ref(), body, args, kwargs)))
 
     wrapped = _tf_private.clone_function(fn, replicated)
     per_extended[extended] = wrapped
