@@ -100,6 +100,25 @@ def _check_compute_devices(compute_devices: Any) -> list[str]:
   return canonical
 
 
+def _plain_value_as_tensor(value: Any) -> Any:
+  """A value that is not per-replica, as the tensor ``batch_reduce_to``
+  copies to its destinations; a ValueError (TensorFlow's type) for one
+  that is not convertible."""
+  if not isinstance(value, (tf.RaggedTensor, tf.SparseTensor)):
+    try:
+      return tf.convert_to_tensor(value)
+    except (TypeError, ValueError):
+      pass
+  raise ValueError(
+      "batch_reduce_to (and all_reduce, which uses it) treats a value that "
+      "is not per-replica -- the same object in every replica, such as one "
+      "made outside `strategy.run` -- as one tensor to copy, but got "
+      f"{type(value).__name__} {value!r}, which is not convertible to a "
+      "tensor. Make the value inside the replica function, so that each "
+      "replica passes its own, or pass a dense tensor (e.g. "
+      "RaggedTensor.to_tensor()).")
+
+
 class _OnlyReplicaContext(ReplicaContext):
   """The replica context of a one-device CentralStorageStrategy's replica.
 
@@ -274,8 +293,8 @@ class CentralStorageExtended(extended_lib.Extended):
             f"batch_reduce_to needs destinations, got {destinations!r}. Pass "
             "a device string, a variable, or a per-replica value.")
       results.append(cross_device.broadcast(
-          tf.convert_to_tensor(value), cross_device.devices_of(destinations),
-          reuse=False))
+          _plain_value_as_tensor(value),
+          cross_device.devices_of(destinations), reuse=False))
     return results
 
   def _gather_to_implementation(self, value: Any, destinations: Any,
