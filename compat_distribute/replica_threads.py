@@ -50,6 +50,7 @@ import tensorflow as tf
 from compat_distribute import _tf_private
 from compat_distribute import caller_state
 from compat_distribute import context
+from compat_distribute import replica_errors
 from compat_distribute import replica_variables
 from compat_distribute import replica_workers as workers_lib
 from compat_distribute import values as values_lib
@@ -80,7 +81,7 @@ def _run_to_end(run: "_Run") -> list[Any]:
     return run.execute()
   except RuntimeError as e:
     run.lease.closed = True
-    interrupt = _interrupt_behind(e)
+    interrupt = replica_errors.interrupt_behind(e)
     if interrupt is None:
       raise
     raise interrupt  # pylint: disable=raise-missing-from
@@ -89,23 +90,6 @@ def _run_to_end(run: "_Run") -> list[Any]:
     # run's end and the mark that lets a later run reclaim its workers.
     run.lease.closed = True
     run.release()
-
-
-def _interrupt_behind(error: RuntimeError) -> Optional[BaseException]:
-  """The ``KeyboardInterrupt`` (or other non-``Exception``) that made a
-  TensorFlow scope's exit fail with its nesting error, if any: an interrupt
-  landing inside ``tf.device``'s exit leaves every enclosing scope's exit
-  to fail.  The caller should see the interrupt, not that error."""
-  if "nesting" not in str(error):
-    return None
-  cause = error.__context__
-  for _ in range(32):  # a context chain can be long; it cannot be a cycle
-    if cause is None:
-      return None
-    if not isinstance(cause, (Exception, _Aborted)):
-      return cause
-    cause = cause.__context__
-  return None
 
 
 class MultiReplicaContext(ReplicaContext):
@@ -128,13 +112,6 @@ class MultiReplicaContext(ReplicaContext):
 
 
 # -- one run ------------------------------------------------------------------
-
-class _Aborted(BaseException):
-  """Unwinds a paused replica after the run failed elsewhere.
-
-  A BaseException, so that ``except Exception`` in user code lets it pass.
-  """
-
 
 class _Run:
   """The state of one ``call_for_each_replica``."""
@@ -159,7 +136,7 @@ class _Run:
     self.results: list[Any] = [None] * self.n
     self.error: Optional[BaseException] = None
     # Closed when the run ends: a replica that reaches merge_call after
-    # that unwinds (raises _Aborted) instead of pausing.
+    # that unwinds (raises replica_errors.Aborted) instead of pausing.
     self.lease = workers_lib.Lease()
     self.workers: Optional[list[Any]] = None  # replica i on workers[i]
     self.started = [False] * self.n
@@ -203,7 +180,7 @@ class _Run:
         if self.error is not None:
           self.raise_error()
         if not self.finished[i]:
-          raise self.fail(_mismatch())
+          raise self.fail(replica_errors.mismatch())
     return self.results
 
   def run_here(self, i: int) -> Any:
@@ -263,6 +240,9 @@ class _Run:
     finally:
       try:
         self.caller.restore_stacks()
+      except BaseException:
+        self.caller.restore_stacks()  # an interrupt cut the first short
+        raise
       finally:
         for ctx in self.contexts:
           ctx._run = None  # pylint: disable=protected-access
@@ -287,7 +267,7 @@ class _Run:
       return self.leader_merge(merge_fn, args, kwargs)
     if self.workers is None:
       # Replica 0 finished without merge_call; replica i made one.
-      raise self.fail(_mismatch())
+      raise self.fail(replica_errors.mismatch())
     return self.worker_merge(i, args, kwargs)
 
   def leader_merge(self, merge_fn: Callable[..., Any], args: tuple,
@@ -303,7 +283,7 @@ class _Run:
       if self.error is not None:
         self.raise_error()
       if self.finished[i]:
-        raise self.fail(_mismatch())
+        raise self.fail(replica_errors.mismatch())
     merged_args = values_lib.regroup([r[0] for r in self.requests])
     merged_kwargs = values_lib.regroup([r[1] for r in self.requests])
     self.requests = [None] * self.n
@@ -317,20 +297,20 @@ class _Run:
       self.fail(e)
       raise
     for i in range(1, self.n):
-      self.merge_results[i] = _select(i, result)
-    return _select(0, result)
+      self.merge_results[i] = values_lib.select_replica_result(i, result)
+    return values_lib.select_replica_result(0, result)
 
   def worker_merge(self, i: int, args: tuple, kwargs: dict) -> Any:
     """Replica ``i``'s merge_call, on its worker: pause until merged."""
     if self.lease.closed:
-      raise _Aborted()
+      raise replica_errors.Aborted()
     self.requests[i] = (args, kwargs)
     if not self.eager:
       self.control_deps[i] = tuple(
           _tf_private.current_control_dependencies(self.graph))
     self.workers[i].pause()
     if self.lease.closed:
-      raise _Aborted()
+      raise replica_errors.Aborted()
     self.control_deps[i] = ()
     result, self.merge_results[i] = self.merge_results[i], None
     return result
@@ -353,37 +333,12 @@ class _Run:
             with tf.name_scope(_replica_scope(caller.name_scope, i)), \
                 tf.compat.v1.variable_scope(caller.var_scope, reuse=True):
               self.results[i] = self.call_fn(i, args, kwargs)
-    except _Aborted:
+    except replica_errors.Aborted:
       pass
     except BaseException as e:  # pylint: disable=broad-except
       self.fail(e)
     finally:
       self.finished[i] = True
-
-
-def _select(i: int, result: Any) -> Any:
-  """``values.select_replica`` with a fast path for the common flat list of
-  distributed values (e.g. what ``batch_reduce_to`` returns)."""
-  if type(result) is list:  # pylint: disable=unidiomatic-typecheck
-    picked = []
-    for x in result:
-      if values_lib.is_distributed(x):
-        picked.append(x._values[i])  # pylint: disable=protected-access
-      elif x is None or tf.is_tensor(x):
-        picked.append(x)
-      else:
-        return values_lib.select_replica(i, result)
-    return picked
-  return values_lib.select_replica(i, result)
-
-
-def _mismatch() -> RuntimeError:
-  return RuntimeError(
-      "Some replicas made a different number of replica_context().merge_call()"
-      " calls: every replica must call merge_call (directly, or through "
-      "all_reduce, all_gather, optimizer.apply_gradients or aggregated "
-      "variable updates) the same number of times. Make the synchronising "
-      "calls independent of the replica id.")
 
 
 def _replica_scope(outer: str, i: int) -> str:

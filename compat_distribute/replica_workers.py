@@ -200,7 +200,13 @@ class Lease:
     one at a time, until it has unwound."""
     self.closed = True
     if self.workers:
-      self._settle(wait=True)
+      try:
+        self._settle(wait=True)
+      except BaseException:
+        # Interrupted: stop waiting for a worker that has control (the
+        # next take frees it), but free the others now.
+        self._settle(wait=False)
+        raise
 
   def _settle(self, wait: bool) -> None:
     if not self._settling.acquire(False):
