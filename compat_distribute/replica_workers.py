@@ -161,11 +161,12 @@ class Lease:
   next ``take`` finishes it.
   """
 
-  __slots__ = ("workers", "closed", "_settling", "__weakref__")
+  __slots__ = ("workers", "closed", "_taken", "_settling", "__weakref__")
 
   def __init__(self) -> None:
     self.workers: list[Worker] = []
     self.closed = False
+    self._taken = False
     self._settling = _thread.allocate_lock()
 
   def __repr__(self) -> str:
@@ -174,22 +175,25 @@ class Lease:
 
   def take(self, count: int) -> list[Worker]:
     """Borrows ``count`` idle workers (new ones if the pool is short)."""
+    self._taken = True
     _reap()
     taken = []
     with _lock:
       for worker in _workers:
         if len(taken) == count:
           break
-        if worker.lease is None:
+        if worker.lease is None and worker.is_alive():
           worker.lease = self
           taken.append(worker)
     self.workers.extend(taken)
     while len(taken) < count:
+      # Registered (as lent) before it starts: an interrupt in between
+      # leaves a worker that _settle finds, not a thread no one knows.
       worker = Worker()
       worker.lease = self
-      self.workers.append(worker)
       with _lock:
         _workers.append(worker)
+      self.workers.append(worker)
       worker.start()
       taken.append(worker)
     return taken
@@ -199,7 +203,7 @@ class Lease:
     waits for those that have control, then resumes each paused replica,
     one at a time, until it has unwound."""
     self.closed = True
-    if self.workers:
+    if self._taken:
       try:
         self._settle(wait=True)
       except BaseException:
@@ -212,7 +216,14 @@ class Lease:
     if not self._settling.acquire(False):
       return  # another thread is settling this lease
     try:
-      mine = [w for w in self.workers if w.lease is self]
+      # From the registry, not self.workers: an interrupt in take may have
+      # lent a worker before it was listed.
+      with _lock:
+        mine = [w for w in _workers if w.lease is self]
+        for worker in mine:
+          if not worker.is_alive() and not worker.has_control:
+            _workers.remove(worker)  # never started (take interrupted)
+      mine = [w for w in mine if w.is_alive()]
       if wait:
         for worker in mine:
           worker.finish()
