@@ -76,9 +76,12 @@ def call_for_each_replica(extended: Any, fn: Callable[..., Any], args: tuple,
 
 
 def _run_to_end(run: "_Run") -> list[Any]:
-  """``run.execute()``, then ``run.release()`` on every exit path."""
+  """``run.execute()``, then ``run.release(...)`` on every exit path."""
+  returned = False
   try:
-    return run.execute()
+    results = run.execute()
+    returned = True
+    return results
   except RuntimeError as e:
     run.lease.closed = True
     interrupt = replica_errors.interrupt_behind(e)
@@ -89,7 +92,7 @@ def _run_to_end(run: "_Run") -> list[Any]:
     # First, and no call before it: an interrupt cannot come between the
     # run's end and the mark that lets a later run reclaim its workers.
     run.lease.closed = True
-    run.release()
+    run.release(restore=not returned)
 
 
 class MultiReplicaContext(ReplicaContext):
@@ -220,13 +223,14 @@ class _Run:
       self.started[i] = True
       worker.start_job(lambda: self.run_on_worker(i))
 
-  def release(self) -> None:
+  def release(self, restore: bool) -> None:
     """Ends the run on every exit path: waits for a replica still running on
     a worker (the calling thread's wait for it may have been interrupted),
     unwinds replicas paused on workers, returns the workers to the pool;
-    puts back the calling thread's strategy stack and variable creators
-    (an interrupt may have cut an exit short); then detaches the replica
-    contexts from this run.
+    with ``restore`` (the run raised), puts back the calling thread's
+    strategy stack, variable creators and eager device scope (an interrupt
+    may have cut an exit short); then detaches the replica contexts from
+    this run.
 
     A replica context can outlive the run: while tracing, the gradient
     function of an ``all_reduce`` (``tf.custom_gradient``) keeps it in
@@ -239,7 +243,8 @@ class _Run:
       self.workers = None
     finally:
       try:
-        self.caller.restore_stacks()
+        if restore:
+          self.caller.restore_stacks()
       except BaseException:
         self.caller.restore_stacks()  # an interrupt cut the first short
         raise
