@@ -25,6 +25,9 @@ outer graph), strategy stack, variable creators, name scope and variable
 scope, so this works eagerly and while tracing a ``tf.function``.  An
 exception raised by any replica or by ``merge_fn`` reaches the caller
 unchanged; paused replicas are unwound first, so no thread is left waiting.
+So does an interrupt (``KeyboardInterrupt``) that reaches the calling
+thread while a replica runs on a worker: the run waits for that replica to
+pause or end, then unwinds the others (``replica_workers.Lease``).
 
 >>> import tensorflow as tf
 >>> from compat_distribute import v2 as distribute
