@@ -34,6 +34,16 @@ Private names used (checked against TensorFlow 2.21.0):
   None; ``tf.device`` builds and decorates a new generator function on every
   call while tracing (~45 µs in a two-replica trace against ~10 µs), and
   ``run`` and the reductions enter a dozen device scopes per training step.
+* ``Context.device_spec`` and ``Context._set_device`` (the eager context's)
+  -- the calling thread's eager device scope, as the ``tf.device`` scope
+  object that must find it on exit (TensorFlow checks it by identity).
+  ``tf.device``'s exit forgets its entry and then restores the device in a
+  second Python call; a ``KeyboardInterrupt`` from a signal handler landing
+  between the two leaves the thread on the inner device, and every
+  enclosing scope's exit then fails ("Exiting device scope without proper
+  scope nesting").  A run that ends by an interrupt puts back the state it
+  started with (``eager_device_state``), so the caller's thread is usable
+  again.  Both exist in this form since TensorFlow 2.0.
 * ``tensorflow.python.framework.ops.colocate_with`` -- the same scope as
   ``tf.compat.v1.colocate_with`` without its deprecation warning (TensorFlow
   keeps this alias for its own code).  TensorFlow's strategies create a
@@ -211,6 +221,24 @@ def list_logical_devices(device_type: Optional[str] = None) -> list[Any]:
 _executing_eagerly = tf.executing_eagerly
 _eagerly_outside_functions = tf.compat.v1.executing_eagerly_outside_functions
 _eager_device = _eager_context.device
+
+
+def eager_device_state() -> tuple[Any, Any]:
+  """The calling thread's eager device scope: (name, spec) as the eager
+  context holds them (``set_eager_device_state`` puts them back).
+
+  >>> with tf.device("/cpu:0"):
+  ...   print(eager_device_state()[0])
+  /job:localhost/replica:0/task:0/device:CPU:0
+  """
+  ctx = _eager_context.context()
+  return ctx.device_name, ctx.device_spec
+
+
+def set_eager_device_state(state: tuple[Any, Any]) -> None:
+  """Makes ``state`` (from ``eager_device_state``) the calling thread's
+  eager device scope again."""
+  _eager_context.context()._set_device(*state)  # pylint: disable=protected-access
 
 
 def device(name: Optional[str]) -> Any:

@@ -35,12 +35,12 @@ import tensorflow as tf
 
 from compat_distribute import _tf_compat
 from compat_distribute import _tf_private
+from compat_distribute import caller_state
 from compat_distribute import cross_device
 from compat_distribute import devices as devices_lib
 from compat_distribute import extended as extended_lib
 from compat_distribute import replica_threads
 from compat_distribute import replica_variables
-from compat_distribute import replica_workers
 from compat_distribute import strategy as strategy_lib
 from compat_distribute import values as values_lib
 from compat_distribute import variables as variables_lib
@@ -99,6 +99,25 @@ def _check_compute_devices(compute_devices: Any) -> list[str]:
         f"more than once: {'; '.join(duplicates)}. Each replica needs its own "
         "device; list each device once.")
   return canonical
+
+
+def _plain_value_as_tensor(value: Any) -> Any:
+  """A value that is not per-replica, as the tensor ``batch_reduce_to``
+  copies to its destinations; a ValueError (TensorFlow's type) for one
+  that is not convertible."""
+  if not isinstance(value, (tf.RaggedTensor, tf.SparseTensor)):
+    try:
+      return tf.convert_to_tensor(value)
+    except (TypeError, ValueError):
+      pass
+  raise ValueError(
+      "batch_reduce_to (and all_reduce, which uses it) treats a value that "
+      "is not per-replica -- the same object in every replica, such as one "
+      "made outside `strategy.run` -- as one tensor to copy, but got "
+      f"{type(value).__name__} {value!r}, which is not convertible to a "
+      "tensor. Make the value inside the replica function, so that each "
+      "replica passes its own, or pass a dense tensor (e.g. "
+      "RaggedTensor.to_tensor()).")
 
 
 class _OnlyReplicaContext(ReplicaContext):
@@ -227,7 +246,7 @@ class CentralStorageExtended(extended_lib.Extended):
       with first_replica_variable_scope():
         return self._run_one_replica(replica_context, fn, args, kwargs)
 
-    result = replica_workers.keeping_summary_state(run_replica)
+    result = caller_state.keeping_summary_state(run_replica)
     if replica_context.merge_error is not None:  # caught by the replica fn
       raise replica_context.merge_error
     # Regrouped as with several replicas (TensorFlow runs one replica the
@@ -277,8 +296,8 @@ class CentralStorageExtended(extended_lib.Extended):
             f"batch_reduce_to needs destinations, got {destinations!r}. Pass "
             "a device string, a variable, or a per-replica value.")
       results.append(cross_device.broadcast(
-          tf.convert_to_tensor(value), cross_device.devices_of(destinations),
-          reuse=False))
+          _plain_value_as_tensor(value),
+          cross_device.devices_of(destinations), reuse=False))
     return results
 
   def _gather_to_implementation(self, value: Any, destinations: Any,

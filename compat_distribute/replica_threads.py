@@ -25,6 +25,9 @@ outer graph), strategy stack, variable creators, name scope and variable
 scope, so this works eagerly and while tracing a ``tf.function``.  An
 exception raised by any replica or by ``merge_fn`` reaches the caller
 unchanged; paused replicas are unwound first, so no thread is left waiting.
+So does an interrupt (``KeyboardInterrupt``) that reaches the calling
+thread while a replica runs on a worker: the run waits for that replica to
+pause or end, then unwinds the others (``replica_workers.Lease``).
 
 >>> import tensorflow as tf
 >>> from compat_distribute import v2 as distribute
@@ -49,7 +52,9 @@ import tensorflow as tf
 
 from compat_distribute import _tf_compat
 from compat_distribute import _tf_private
+from compat_distribute import caller_state
 from compat_distribute import context
+from compat_distribute import replica_errors
 from compat_distribute import replica_variables
 from compat_distribute import replica_workers as workers_lib
 from compat_distribute import values as values_lib
@@ -70,12 +75,27 @@ def call_for_each_replica(extended: Any, fn: Callable[..., Any], args: tuple,
     # Trace all replicas into one tf.function, as TensorFlow does: a
     # merge_call inside a per-replica function call could not synchronise.
     return _replicated_function(extended, fn)(*args, **kwargs)
-  run = _Run(extended, fn, args, kwargs)
+  return values_lib.regroup(_run_to_end(_Run(extended, fn, args, kwargs)))
+
+
+def _run_to_end(run: "_Run") -> list[Any]:
+  """``run.execute()``, then ``run.release(...)`` on every exit path."""
+  returned = False
   try:
     results = run.execute()
+    returned = True
+    return results
+  except RuntimeError as e:
+    run.lease.closed = True
+    interrupt = replica_errors.interrupt_behind(e)
+    if interrupt is None:
+      raise
+    raise interrupt  # pylint: disable=raise-missing-from
   finally:
-    run.release()
-  return values_lib.regroup(results)
+    # First, and no call before it: an interrupt cannot come between the
+    # run's end and the mark that lets a later run reclaim its workers.
+    run.lease.closed = True
+    run.release(restore=not returned)
 
 
 class MultiReplicaContext(ReplicaContext):
@@ -99,13 +119,6 @@ class MultiReplicaContext(ReplicaContext):
 
 # -- one run ------------------------------------------------------------------
 
-class _Aborted(BaseException):
-  """Unwinds a paused replica after the run failed elsewhere.
-
-  A BaseException, so that ``except Exception`` in user code lets it pass.
-  """
-
-
 class _Run:
   """The state of one ``call_for_each_replica``."""
 
@@ -123,13 +136,14 @@ class _Run:
       # several threads push onto them (TensorFlow does the same).
       self.graph.switch_to_thread_local()
     self.caller_device = _tf_private.current_device()
-    self.caller = workers_lib.CallerState(self.graph, self.eager)
+    self.caller = caller_state.CallerState(self.graph, self.eager)
     self.contexts = [MultiReplicaContext(self.strategy, i, self)
                      for i in range(self.n)]
     self.results: list[Any] = [None] * self.n
     self.error: Optional[BaseException] = None
-    self.aborted = False
-    self.in_flight = False
+    # Closed when the run ends: a replica that reaches merge_call after
+    # that unwinds (raises replica_errors.Aborted) instead of pausing.
+    self.lease = workers_lib.Lease()
     self.workers: Optional[list[Any]] = None  # replica i on workers[i]
     self.started = [False] * self.n
     self.finished = [False] * self.n
@@ -150,7 +164,7 @@ class _Run:
   # -- the calling thread -----------------------------------------------------
 
   def execute(self) -> list[Any]:
-    return workers_lib.keeping_summary_state(self._execute)
+    return caller_state.keeping_summary_state(self._execute)
 
   def _execute(self) -> list[Any]:
     try:
@@ -172,7 +186,7 @@ class _Run:
         if self.error is not None:
           self.raise_error()
         if not self.finished[i]:
-          raise self.fail(_mismatch())
+          raise self.fail(replica_errors.mismatch())
     return self.results
 
   def run_here(self, i: int) -> Any:
@@ -206,17 +220,20 @@ class _Run:
   def advance(self, i: int) -> None:
     """Lets replica ``i`` (on its worker) run to its next pause or end."""
     worker = self.workers[i]
-    self.in_flight = True  # stays set if the wait is interrupted
     if self.started[i]:
       worker.resume()
     else:
       self.started[i] = True
       worker.start_job(lambda: self.run_on_worker(i))
-    self.in_flight = False
 
-  def release(self) -> None:
-    """Unwinds replicas paused on workers; returns the workers to the pool;
-    then detaches the replica contexts from this run.
+  def release(self, restore: bool) -> None:
+    """Ends the run on every exit path: waits for a replica still running on
+    a worker (the calling thread's wait for it may have been interrupted),
+    unwinds replicas paused on workers, returns the workers to the pool;
+    with ``restore`` (the run raised), puts back the calling thread's
+    strategy stack, variable creators and eager device scope (an interrupt
+    may have cut an exit short); then detaches the replica contexts from
+    this run.
 
     A replica context can outlive the run: while tracing, the gradient
     function of an ``all_reduce`` (``tf.custom_gradient``) keeps it in
@@ -225,27 +242,18 @@ class _Run:
     model) alive.
     """
     try:
-      self._release_workers()
-    finally:
-      for ctx in self.contexts:
-        ctx._run = None  # pylint: disable=protected-access
-
-  def _release_workers(self) -> None:
-    if self.workers is None:
-      return
-    if self.in_flight:
-      # The wait for a worker was interrupted (KeyboardInterrupt): it may
-      # still be running, so it is dropped rather than reused.
+      self.lease.close()
       self.workers = None
-      return
-    paused = [i for i in range(1, self.n)
-              if self.started[i] and not self.finished[i]]
-    if paused:
-      self.aborted = True
-      for i in paused:
-        self.workers[i].resume()
-    workers_lib.give_back(self.workers[1:])
-    self.workers = None
+    finally:
+      try:
+        if restore:
+          self.caller.restore_stacks()
+      except BaseException:
+        self.caller.restore_stacks()  # an interrupt cut the first short
+        raise
+      finally:
+        for ctx in self.contexts:
+          ctx._run = None  # pylint: disable=protected-access
 
   # -- merge_call -------------------------------------------------------------
 
@@ -267,7 +275,7 @@ class _Run:
       return self.leader_merge(merge_fn, args, kwargs)
     if self.workers is None:
       # Replica 0 finished without merge_call; replica i made one.
-      raise self.fail(_mismatch())
+      raise self.fail(replica_errors.mismatch())
     return self.worker_merge(i, args, kwargs)
 
   def leader_merge(self, merge_fn: Callable[..., Any], args: tuple,
@@ -277,13 +285,13 @@ class _Run:
       self.raise_error()
     self.requests[0] = (args, kwargs)
     if self.workers is None:
-      self.workers = [None] + workers_lib.take(self.n - 1)
+      self.workers = [None] + self.lease.take(self.n - 1)
     for i in range(1, self.n):
       self.advance(i)
       if self.error is not None:
         self.raise_error()
       if self.finished[i]:
-        raise self.fail(_mismatch())
+        raise self.fail(replica_errors.mismatch())
     merged_args = values_lib.regroup([r[0] for r in self.requests])
     merged_kwargs = values_lib.regroup([r[1] for r in self.requests])
     self.requests = [None] * self.n
@@ -297,20 +305,20 @@ class _Run:
       self.fail(e)
       raise
     for i in range(1, self.n):
-      self.merge_results[i] = _select(i, result)
-    return _select(0, result)
+      self.merge_results[i] = values_lib.select_replica_result(i, result)
+    return values_lib.select_replica_result(0, result)
 
   def worker_merge(self, i: int, args: tuple, kwargs: dict) -> Any:
     """Replica ``i``'s merge_call, on its worker: pause until merged."""
-    if self.aborted:
-      raise _Aborted()
+    if self.lease.closed:
+      raise replica_errors.Aborted()
     self.requests[i] = (args, kwargs)
     if not self.eager:
       self.control_deps[i] = tuple(
           _tf_private.current_control_dependencies(self.graph))
     self.workers[i].pause()
-    if self.aborted:
-      raise _Aborted()
+    if self.lease.closed:
+      raise replica_errors.Aborted()
     self.control_deps[i] = ()
     result, self.merge_results[i] = self.merge_results[i], None
     return result
@@ -321,7 +329,9 @@ class _Run:
     """Replica ``i``'s whole job on its worker thread; never raises."""
     caller = self.caller
     try:
-      with workers_lib.BorrowedState(caller):
+      if self.lease.closed:
+        return  # asked to start after the run ended (its leader interrupted)
+      with caller_state.BorrowedState(caller):
         args = values_lib.select_replica(i, self.args)
         kwargs = values_lib.select_replica(i, self.kwargs)
         with _device(self.devices[i]), self.contexts[i]:
@@ -331,37 +341,12 @@ class _Run:
             with tf.name_scope(_replica_scope(caller.name_scope, i)), \
                 tf.compat.v1.variable_scope(caller.var_scope, reuse=True):
               self.results[i] = self.call_fn(i, args, kwargs)
-    except _Aborted:
+    except replica_errors.Aborted:
       pass
     except BaseException as e:  # pylint: disable=broad-except
       self.fail(e)
     finally:
       self.finished[i] = True
-
-
-def _select(i: int, result: Any) -> Any:
-  """``values.select_replica`` with a fast path for the common flat list of
-  distributed values (e.g. what ``batch_reduce_to`` returns)."""
-  if type(result) is list:  # pylint: disable=unidiomatic-typecheck
-    picked = []
-    for x in result:
-      if values_lib.is_distributed(x):
-        picked.append(x._values[i])  # pylint: disable=protected-access
-      elif x is None or tf.is_tensor(x):
-        picked.append(x)
-      else:
-        return values_lib.select_replica(i, result)
-    return picked
-  return values_lib.select_replica(i, result)
-
-
-def _mismatch() -> RuntimeError:
-  return RuntimeError(
-      "Some replicas made a different number of replica_context().merge_call()"
-      " calls: every replica must call merge_call (directly, or through "
-      "all_reduce, all_gather, optimizer.apply_gradients or aggregated "
-      "variable updates) the same number of times. Make the synchronising "
-      "calls independent of the replica id.")
 
 
 def _replica_scope(outer: str, i: int) -> str:
@@ -404,12 +389,8 @@ def _replicated_function(extended: Any, fn: Any) -> Any:
 
     def replicated(*args, **kwargs):
       body = _tf_compat.convert_as_caller(python_function)
-      run = _Run(extended_ref(), body, args, kwargs)
-      try:
-        results = run.execute()
-      finally:
-        run.release()
-      return values_lib.regroup(results)
+      return values_lib.regroup(
+          _run_to_end(_Run(extended_ref(), body, args, kwargs)))
 
     wrapped = _tf_private.clone_function(fn, replicated)
     per_extended[extended] = wrapped

@@ -1,18 +1,32 @@
-"""Long-lived replica worker threads, and the caller's state they borrow.
+"""Long-lived replica worker threads, and the pool that lends them to runs.
 
 ``strategy.run`` runs replicas 1..N-1 on worker threads once replica 0
-reaches a ``merge_call`` (see ``replica_threads``).  Threads are taken from
-a process-wide pool and given back after the run, so steady-state runs
-create none.  A worker starts with TensorFlow's per-thread defaults -- its
-own default graph, an empty strategy stack, no variable creators -- so for
-each replica it re-enters what the calling thread had: ``BorrowedState``.
+reaches a ``merge_call`` (see ``replica_threads``).  Threads are lent to a
+run (a ``Lease``) and come back to the pool after it, so steady-state runs
+create none.  What a worker borrows from the calling thread to act like it
+is in ``caller_state``.
 
->>> w = take(1)[0]
+How control passes.  Each worker counts ``requests`` (times a leader handed
+it control; only leaders write it) and ``returns`` (times it handed control
+back; only the worker writes it): the worker has control exactly while
+``returns < requests``.  Two raw locks are only doorbells that say "look at
+the counters again", so a stale or extra ring costs one more look.  A
+leader interrupted anywhere -- a ``KeyboardInterrupt`` from a signal
+handler, an exception injected into its thread -- therefore leaves the
+truth in the counters, and ``Lease.close`` (or, if that is interrupted
+too, the next ``take``) can always finish the hand-over: wait for a worker
+that has control, then resume each paused replica once so that it unwinds,
+and put the workers back in the pool.
+
+>>> lease = Lease()
+>>> w = lease.take(1)[0]
 >>> out = []
 >>> w.start_job(lambda: out.append("ran on the worker"))
 >>> out
 ['ran on the worker']
->>> give_back([w])
+>>> lease.close()
+>>> w in idle()
+True
 """
 from __future__ import annotations
 
@@ -21,21 +35,17 @@ import os
 import threading
 from typing import Any, Callable, Optional
 
-import tensorflow as tf
 
-from compat_distribute import _tf_private
-
-_get_default_graph = tf.compat.v1.get_default_graph
+def _ring(doorbell: Any) -> None:
+  try:
+    doorbell.release()
+  except RuntimeError:  # already ringing: one ring says it all
+    pass
 
 
 class Worker(threading.Thread):
-  """A long-lived thread that runs one replica per job.
-
-  Two raw locks pass control back and forth: the leader releases ``_wake``
-  and blocks on ``_back``; the worker runs until its replica pauses at a
-  ``merge_call`` or finishes, then releases ``_back`` and blocks on
-  ``_wake``.  Exactly one side runs at a time.
-  """
+  """A long-lived thread that runs one replica per job (see the module
+  docstring for how control passes between it and its leader)."""
 
   def __init__(self) -> None:
     super().__init__(name="compat_distribute-replica", daemon=True)
@@ -43,10 +53,24 @@ class Worker(threading.Thread):
     self._wake.acquire()
     self._back = _thread.allocate_lock()
     self._back.acquire()
+    self._requests = 0
+    self._returns = 0
     self._job: Optional[Callable[[], None]] = None
+    self.in_job = False  # (worker) a job has started and not yet ended
+    self.lease: Optional[Lease] = None  # (pool) whom it is lent to
 
   def __repr__(self) -> str:
-    return f"<replica worker {self.name}>"
+    state = ("running" if self.has_control else
+             "paused in a job" if self.in_job else "idle")
+    return f"<replica worker {self.name}: {state}>"
+
+  @property
+  def has_control(self) -> bool:
+    """Whether the worker runs (or was told to and has not yet handed
+    control back)."""
+    return self._returns < self._requests
+
+  # -- the leader's side ------------------------------------------------------
 
   def start_job(self, job: Callable[[], None]) -> None:
     """(leader) Starts ``job``; returns when it pauses or finishes."""
@@ -55,18 +79,42 @@ class Worker(threading.Thread):
 
   def resume(self) -> None:
     """(leader) Lets the worker continue; returns when it pauses or ends."""
-    self._wake.release()
-    self._back.acquire()
+    self._requests += 1
+    _ring(self._wake)
+    while self._returns < self._requests:
+      self._back.acquire()
+
+  def finish(self) -> None:
+    """(leader) Waits until a worker that has control hands it back.
+
+    Also right after a leader was interrupted between counting a request
+    and ringing: the wake-up is rung again (an extra ring is harmless).
+    """
+    if self._returns < self._requests:
+      _ring(self._wake)
+      while self._returns < self._requests:
+        self._back.acquire()
+
+  # -- the worker's side ------------------------------------------------------
 
   def pause(self) -> None:
     """(worker) Hands control back to the leader until resumed."""
-    self._back.release()
-    self._wake.acquire()
+    self._hand_back()
+    self._await_control()
+
+  def _hand_back(self) -> None:
+    self._returns += 1
+    _ring(self._back)
+
+  def _await_control(self) -> None:
+    while self._returns >= self._requests:
+      self._wake.acquire()
 
   def run(self) -> None:
     while True:
-      self._wake.acquire()
+      self._await_control()
       job, self._job = self._job, None
+      self.in_job = job is not None
       try:
         if job is not None:
           job()
@@ -76,180 +124,126 @@ class Worker(threading.Thread):
         # Drop the finished run (and the graph it traced into) now, not
         # when the next job replaces it.
         job = None
-        self._back.release()
+        self.in_job = False
+        self._hand_back()
 
 
-_idle_workers: list[Worker] = []
-_idle_lock = threading.Lock()
+# -- the pool -----------------------------------------------------------------
+
+_workers: list[Worker] = []  # every worker started, lent or idle
+_lock = threading.Lock()
 
 
 def _forget_workers_after_fork() -> None:
   """In a forked child only the forking thread exists: the pooled workers
   are gone, and handing one out would block its leader for ever."""
-  global _idle_lock
-  _idle_workers.clear()
-  _idle_lock = threading.Lock()
+  global _lock
+  _workers.clear()
+  _lock = threading.Lock()
 
 
 os.register_at_fork(after_in_child=_forget_workers_after_fork)
 
 
-def take(count: int) -> list[Worker]:
-  """``count`` idle workers (new ones if the pool is short)."""
-  with _idle_lock:
-    taken = [_idle_workers.pop() for _ in range(min(count, len(_idle_workers)))]
-  while len(taken) < count:
-    worker = Worker()
-    worker.start()
-    taken.append(worker)
-  return taken
+def idle() -> list[Worker]:
+  """The workers not lent to any run."""
+  with _lock:
+    return [w for w in _workers if w.lease is None]
 
 
-def give_back(workers: list[Worker]) -> None:
-  """Returns finished workers to the pool."""
-  with _idle_lock:
-    _idle_workers.extend(workers)
+class Lease:
+  """The workers lent to one run.
 
-
-def summary_snapshot() -> tuple[Any, Any, Any]:
-  """The calling thread's summary writer, step and recording condition
-  (TensorFlow keeps them per thread)."""
-  state = _tf_private.summary_state()
-  return state.writer, state.step, state.is_recording
-
-
-def restore_summary(snapshot: tuple[Any, Any, Any]) -> None:
-  """Makes ``snapshot`` the calling thread's summary state again."""
-  state = _tf_private.summary_state()
-  state.writer, state.step, state.is_recording = snapshot
-
-
-def keeping_summary_state(call: Callable[[], Any]) -> Any:
-  """Returns ``call()``, then puts back the calling thread's summary
-  writer, step and recording condition.
-
-  TensorFlow runs every replica of a CentralStorageStrategy (even a single
-  one) on a thread of its own, so a replica's
-  ``tf.summary.experimental.set_step`` or ``writer.set_as_default()`` never
-  reaches the caller; ours run replica 0 on the calling thread.
-
-  >>> keeping_summary_state(lambda: tf.summary.experimental.set_step(7))
-  >>> tf.summary.experimental.get_step() is None
-  True
+  ``closed`` is the run's end: a replica that reaches ``merge_call`` after
+  it unwinds instead of pausing.  Set it as the first statement of the
+  run's ``finally`` (a plain attribute store, which no signal handler can
+  interrupt half-way), then call ``close``: if ``close`` is cut short, the
+  next ``take`` finishes it.
   """
-  saved = summary_snapshot()
-  try:
-    return call()
-  finally:
-    restore_summary(saved)
 
+  __slots__ = ("workers", "closed", "_taken", "_settling", "__weakref__")
 
-class CallerState:
-  """What a worker thread must re-enter to act like the calling thread;
-  captured on the calling thread when a run starts."""
-
-  __slots__ = ("graph", "eager", "init_graph", "init_eager", "strategy_stack",
-               "creators", "init_strategy_stack", "init_creators",
-               "name_scope", "var_scope", "summary")
-
-  def __init__(self, graph: tf.Graph, eager: bool) -> None:
-    self.graph = graph
-    self.eager = eager
-    self.summary = summary_snapshot()
-    self.strategy_stack = list(_tf_private.strategy_stack())
-    self.creators = _tf_private.variable_creator_stack(graph)
-    if eager:
-      self.init_graph, self.init_eager = graph, True
-      self.init_strategy_stack, self.init_creators = None, None
-      self.name_scope, self.var_scope = "", None
-      return
-    # What tf.init_scope lifts to (the eager context, or the outermost
-    # graph), with its stacks, so that init_scope inside a replica behaves
-    # on a worker as it does on the calling thread.
-    with tf.init_scope():
-      init_graph = _get_default_graph()
-      self.init_graph = init_graph
-      self.init_eager = tf.executing_eagerly()
-      self.init_strategy_stack = list(_tf_private.strategy_stack())
-      self.init_creators = _tf_private.variable_creator_stack(init_graph)
-    self.name_scope = graph.get_name_scope()
-    self.var_scope = tf.compat.v1.get_variable_scope()
+  def __init__(self) -> None:
+    self.workers: list[Worker] = []
+    self.closed = False
+    self._taken = False
+    self._settling = _thread.allocate_lock()
 
   def __repr__(self) -> str:
-    mode = "eager" if self.eager else f"graph {self.graph!r}"
-    return (f"CallerState({mode}, name_scope={self.name_scope!r}, "
-            f"{len(self.strategy_stack)} strategy context(s), "
-            f"{len(self.creators)} variable creator(s))")
+    state = "closed" if self.closed else "open"
+    return f"<Lease of {len(self.workers)} worker(s), {state}>"
 
+  def take(self, count: int) -> list[Worker]:
+    """Borrows ``count`` idle workers (new ones if the pool is short)."""
+    self._taken = True
+    _reap()
+    taken = []
+    with _lock:
+      for worker in _workers:
+        if len(taken) == count:
+          break
+        if worker.lease is None and worker.is_alive():
+          worker.lease = self
+          taken.append(worker)
+    self.workers.extend(taken)
+    while len(taken) < count:
+      # Registered (as lent) before it starts: an interrupt in between
+      # leaves a worker that _settle finds, not a thread no one knows.
+      worker = Worker()
+      worker.lease = self
+      with _lock:
+        _workers.append(worker)
+      self.workers.append(worker)
+      worker.start()
+      taken.append(worker)
+    return taken
 
-class BorrowedState:
-  """On a worker thread: enters the caller's ``tf.init_scope`` graph and
-  default graph (unless the caller runs eagerly), and installs copies of the
-  caller's strategy stack and variable creators; restores all on exit."""
-
-  __slots__ = ("_caller", "_undo")
-
-  def __init__(self, caller: CallerState) -> None:
-    self._caller = caller
-    self._undo: list[Callable[[], None]] = []
-
-  def __repr__(self) -> str:
-    return f"BorrowedState({self._caller!r})"
-
-  def __enter__(self) -> None:
-    caller = self._caller
-    try:
-      self._install_summary_state(caller.summary)
-      if caller.init_eager and not tf.executing_eagerly():
-        # Eager execution is disabled process-wide and the caller is in an
-        # eager block: this thread starts in graph mode; run eagerly too.
-        self._enter(_tf_private.eager_mode())
-      if caller.eager:
-        self._install(caller.strategy_stack, caller.creators)
-        return
-      if caller.init_graph is not caller.graph:
-        if not caller.init_eager:
-          self._enter(caller.init_graph.as_default())
-        self._install(caller.init_strategy_stack, caller.init_creators)
-      self._enter(caller.graph.as_default())
-      self._install(caller.strategy_stack, caller.creators)
-    except BaseException:
-      self.__exit__(None, None, None)
-      raise
-
-  def _install_summary_state(self, summary: tuple[Any, Any, Any]) -> None:
-    """The caller's summary writer, step and record_if condition, which
-    TensorFlow keeps per thread."""
-    old = summary_snapshot()
-    self._undo.append(lambda: restore_summary(old))
-    restore_summary(summary)
-
-  def _enter(self, manager: Any) -> None:
-    manager.__enter__()
-    self._undo.append(lambda: manager.__exit__(None, None, None))
-
-  def _install(self, stack: list[Any], creators: list[Any]) -> None:
-    """Gives the current default graph, on this thread, copies of the
-    caller's strategy stack and variable creators."""
-    graph = _get_default_graph()
-    old_stack = _tf_private.strategy_stack()
-    old_creators = _tf_private.variable_creator_stack(graph)
-
-    def restore():
-      _tf_private.set_variable_creator_stack(graph, old_creators)
-      _tf_private.set_strategy_stack(graph, old_stack)
-
-    self._undo.append(restore)
-    _tf_private.set_strategy_stack(graph, list(stack))
-    _tf_private.set_variable_creator_stack(graph, list(creators))
-
-  def __exit__(self, *exc: Any) -> None:
-    """Undoes everything, innermost first; every step runs."""
-    error = None
-    while self._undo:
+  def close(self) -> None:
+    """Closes the lease and returns its workers, each done with its job:
+    waits for those that have control, then resumes each paused replica,
+    one at a time, until it has unwound."""
+    self.closed = True
+    if self._taken:
       try:
-        self._undo.pop()()
-      except Exception as e:  # pylint: disable=broad-except
-        error = error or e
-    if error is not None:
-      raise error
+        self._settle(wait=True)
+      except BaseException:
+        # Interrupted: stop waiting for a worker that has control (the
+        # next take frees it), but free the others now.
+        self._settle(wait=False)
+        raise
+
+  def _settle(self, wait: bool) -> None:
+    if not self._settling.acquire(False):
+      return  # another thread is settling this lease
+    try:
+      # From the registry, not self.workers: an interrupt in take may have
+      # lent a worker before it was listed.
+      with _lock:
+        mine = [w for w in _workers if w.lease is self]
+        for worker in mine:
+          if not worker.is_alive() and not worker.has_control:
+            _workers.remove(worker)  # never started (take interrupted)
+      mine = [w for w in mine if w.is_alive()]
+      if wait:
+        for worker in mine:
+          worker.finish()
+      for worker in mine:
+        if worker.has_control:
+          continue  # not waiting: the next _reap frees it
+        while worker.in_job:
+          worker.resume()
+        worker._job = None  # pylint: disable=protected-access
+        worker.lease = None
+    finally:
+      self._settling.release()
+
+
+def _reap() -> None:
+  """Frees the workers of closed leases whose ``close`` was cut short (by
+  a second interrupt while it waited), unwinding paused replicas; a worker
+  still running its replica is left for a later call."""
+  with _lock:
+    leases = {w.lease for w in _workers
+              if w.lease is not None and w.lease.closed}
+  for lease in leases:
+    lease._settle(wait=False)  # pylint: disable=protected-access

@@ -233,6 +233,22 @@ class StructureMismatchError(ValueError, AssertionError):
   __init__ = Exception.__init__  # lets AutoGraph re-raise it
 
 
+def select_replica_result(i: int, result: Any) -> Any:
+  """``select_replica`` with a fast path for the common flat list of
+  distributed values (e.g. what ``batch_reduce_to`` returns)."""
+  if type(result) is list:  # pylint: disable=unidiomatic-typecheck
+    picked = []
+    for x in result:
+      if is_distributed(x):
+        picked.append(x._values[i])  # pylint: disable=protected-access
+      elif x is None or tf.is_tensor(x):
+        picked.append(x)
+      else:
+        return select_replica(i, result)
+    return picked
+  return select_replica(i, result)
+
+
 def regroup(per_replica: Sequence[Any], wrap: type = PerReplica) -> Any:
   """Turns a list of per-replica structures into one structure of ``wrap``.
 

@@ -3,6 +3,7 @@
 Every multi-replica test runs on these logical CPUs, so the suite needs no
 GPU.  This must happen before anything initialises TensorFlow's devices.
 """
+import gc
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -58,3 +59,41 @@ def no_strategy_state_left_behind():
   assert not left, (
       "the test left a strategy scope or variable creator entered on the "
       "main thread; exit every scope it enters")
+
+
+# -- TensorFlow resources do not outlive their test module ---------------------
+#
+# TensorFlow destroys a tf.data iterator that is still alive at interpreter
+# exit only after its background (autotune) threads stop, which can take
+# minutes for many long-lived iterators: a suite whose modules kept theirs
+# (e.g. in a module-level functools.lru_cache) exited minutes after printing
+# its summary.  Each module must drop its iterators and strategies; this
+# check fails the module's last test otherwise, naming what is left.
+# Strategies and graphs are not checked: every tf.custom_gradient traced
+# into a graph (e.g. a traced all_reduce) keeps its graph and strategy in
+# TensorFlow's process-wide gradient registry, natively too
+# (test_resource_growth.py); they cost no time at exit.
+
+_RESOURCE_TYPES = (tf.data.Iterator, tf.distribute.DistributedIterator)
+
+
+def _live_resources():
+  gc.collect()
+  return {id(o): o for o in gc.get_objects()
+          if isinstance(o, _RESOURCE_TYPES)}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_tensorflow_resources_outlive_the_module(request):
+  """Fails a module that leaves tf.data iterators or distributed iterators
+  alive after its last test (module-level caches, globals)."""
+  before = set(_live_resources())
+  yield
+  left = [o for i, o in _live_resources().items() if i not in before]
+  names = sorted({type(o).__qualname__ for o in left})
+  del left
+  assert not names, (
+      f"{request.module.__name__} keeps {names} alive after its tests: "
+      "TensorFlow resources kept until interpreter exit delay it (iterators "
+      "wait for their threads). Drop module-level caches and globals that "
+      "hold them, or clear them in a module-scoped fixture.")

@@ -295,7 +295,7 @@ def _assert_clean_after_error(strategy, n):
   assert not tf.distribute.has_strategy()
   assert tf.distribute.get_replica_context() is not None  # the default one
   # No worker is left inside a replica: every one is back in the idle pool.
-  assert len(_replica_threads()) == len(replica_workers._idle_workers)  # pylint: disable=protected-access
+  assert len(_replica_threads()) == len(replica_workers.idle())
   result = strategy.run(
       lambda: tf.distribute.get_replica_context().all_reduce(
           "SUM", replica_float()))
@@ -611,6 +611,6 @@ def test_a_forked_child_gets_fresh_workers():
   merge = lambda: tf.distribute.get_replica_context().all_reduce(  # pylint: disable=g-long-lambda
       "SUM", tf.constant(1.0))
   ours.run(merge)  # the parent's worker is now pooled
-  assert replica_workers._idle_workers
+  assert replica_workers.idle()
   assert _child_exit_code(native) == 0
   assert _child_exit_code(ours) == 0

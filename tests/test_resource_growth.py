@@ -123,7 +123,7 @@ def _assert_no_run_alive():
   assert [o for o in gc.get_objects()
           if isinstance(o, replica_threads.MultiReplicaContext)
           and o._run is not None] == []  # pylint: disable=protected-access
-  idle = {id(w) for w in replica_workers._idle_workers}  # pylint: disable=protected-access
+  idle = {id(w) for w in replica_workers.idle()}
   assert all(id(w) in idle for w in _workers()), (
       "a replica worker is not back in the pool (still waiting in a run)")
 

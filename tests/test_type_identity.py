@@ -379,12 +379,27 @@ def collect(side, facade, config, mode):
   return seen
 
 
-@functools.lru_cache(maxsize=None)
+_OBSERVED = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _forget_observed():
+  """The programs' objects (strategies, iterators) live only as long as
+  this module's tests: kept until interpreter exit, TensorFlow's iterators
+  delayed it by minutes (tests/conftest.py checks)."""
+  yield
+  _OBSERVED.clear()
+
+
 def observed(side, facade, config, mode):
-  if mode == "graph":
-    with tf.Graph().as_default():
-      return collect(side, facade, config, mode)
-  return collect(side, facade, config, mode)
+  key = (side, facade, config, mode)
+  if key not in _OBSERVED:
+    if mode == "graph":
+      with tf.Graph().as_default():
+        _OBSERVED[key] = collect(side, facade, config, mode)
+    else:
+      _OBSERVED[key] = collect(side, facade, config, mode)
+  return _OBSERVED[key]
 
 
 # -- which kinds each combination has ------------------------------------------
