@@ -31,6 +31,7 @@ from compat_distribute import _tf_compat
 from compat_distribute import _tf_private
 from compat_distribute import context
 from compat_distribute import devices
+from compat_distribute.trace_types import SameObject
 
 _Aggregation = tf.VariableAggregation
 _VALID_AGGREGATIONS = (_Aggregation.NONE, _Aggregation.SUM, _Aggregation.MEAN,
@@ -309,11 +310,11 @@ class AggregatingVariable(_tf_compat.VariableBase, _tf_compat.TensorMarker):
                            as_ref: bool = False) -> tf.Tensor:
     return self._v._dense_var_to_tensor(dtype=dtype, name=name, as_ref=as_ref)  # pylint: disable=protected-access
 
-  def __tf_tracing_type__(self, tracing_context: Any) -> "_SameVariable":
+  def __tf_tracing_type__(self, tracing_context: Any) -> Any:
     # As a tf.function argument the wrapper itself reaches the function body
     # (which captures the wrapped variable's handle), as with a closure.
     del tracing_context
-    return _SameVariable(self)
+    return SameObject(self)
 
   def _should_act_as_resource_variable(self) -> None:
     """Makes TensorFlow treat this as a resource variable (gradients,
@@ -376,52 +377,6 @@ for _name in ("get_shape", "set_shape", "sparse_read", "gather_nd", "eval",
               "batch_scatter_update", "_as_graph_element",
               "_get_save_slice_info", "_set_save_slice_info"):
   _forward(_name, is_property=False)
-
-
-class _SameVariable(tf.types.experimental.TraceType):
-  """Trace type of an ``AggregatingVariable`` argument: the object itself
-  (one trace per wrapper object; the function body sees the wrapper)."""
-
-  def __init__(self, variable: AggregatingVariable) -> None:
-    self._ref = weakref.ref(variable)
-    self._id = id(variable)
-
-  def is_subtype_of(self, other: Any) -> bool:
-    return self == other
-
-  def most_specific_common_supertype(self, others: Any) -> Any:
-    return self if all(self == other for other in others) else None
-
-  def placeholder_value(self, placeholder_context: Any) -> Any:
-    del placeholder_context
-    return self._ref()
-
-  def cast(self, value: Any, cast_context: Any) -> Any:
-    del cast_context
-    if value is not self._ref():
-      raise ValueError(f"{value!r} is not the variable {self!r} was traced "
-                       "for.")
-    return value
-
-  def to_tensors(self, value: Any) -> list[Any]:
-    """No tensor inputs: the traced body captures the wrapped variable."""
-    del value
-    return []
-
-  # TensorFlow 2.12-2.14 call the two methods above by their older names
-  # (2.12's base class raises NotImplementedError for ``_to_tensors``).
-  _to_tensors = to_tensors
-  _cast = cast
-
-  def __eq__(self, other: Any) -> bool:
-    return (isinstance(other, _SameVariable) and
-            self._ref() is not None and self._ref() is other._ref())  # pylint: disable=protected-access
-
-  def __hash__(self) -> int:
-    return self._id
-
-  def __repr__(self) -> str:
-    return f"_SameVariable({self._ref()!r})"
 
 
 def _apply(variable: tf.Variable, method: str, value: Any,
