@@ -50,13 +50,13 @@ def runs():
 
 
 def test_runs_used_keras_2(runs):
+  # tf_keras where TF_USE_LEGACY_KERAS routes tf.keras to it (2.15 on),
+  # else the Keras 2 that TensorFlow bundles as tf.keras.
   for spec, run in runs.items():
+    assert run["keras"].startswith(("tf_keras", "keras")), (spec, run)
+    assert run["keras_version"].startswith("2."), (spec, run)
     if LEGACY_PACKAGE and not _bundled_keras_is_keras_2():
-      assert run["keras"].startswith("tf_keras"), (spec, run["keras"])
-    else:  # TensorFlow's own Keras 2: tf.keras of 2.12-2.15, where
-      # TF_USE_LEGACY_KERAS does not exist
-      assert run["keras"].startswith("keras"), (spec, run["keras"])
-      assert run["keras_version"].startswith("2."), (spec, run)
+      assert run["keras"].startswith("tf_keras"), (spec, run)
 
 
 @pytest.mark.parametrize("spec", SPECS)
