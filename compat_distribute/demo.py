@@ -350,15 +350,22 @@ def main(argv: Sequence[str]) -> int:
         f"seed {FLAGS.seed}")
   ours, native = run(kind, replicas, FLAGS.epochs, api, FLAGS.seed,
                      FLAGS.batch_size, FLAGS.samples)
-  print(f"\n{describe(kind, api, replicas)}: compat_distribute (ours) vs "
-        "native TensorFlow, same data and initial weights\n")
+  return _report(
+      f"{describe(kind, api, replicas)}: compat_distribute (ours) vs "
+      "native TensorFlow, same data and initial weights", ours, native,
+      {"strategy": kind, "api": api, "replicas": replicas})
+
+
+def _report(title: str, ours: Result, native: Result, about: dict) -> int:
+  """Prints the side-by-side table under ``title``, the largest loss
+  difference, and (``--json_out``) writes both runs with ``about``."""
+  print(f"\n{title}\n")
   print(format_table(ours, native))
   worst = max(abs(a - b) for a, b in zip(ours.losses, native.losses))
   print(f"largest loss difference: {worst:.1e}")
   if FLAGS.json_out:
     with open(FLAGS.json_out, "w") as f:
-      json.dump({"strategy": kind, "api": api, "replicas": replicas,
-                 "ours": dataclasses.asdict(ours),
+      json.dump({**about, "ours": dataclasses.asdict(ours),
                  "native": dataclasses.asdict(native)}, f, indent=2)
   return 0
 
@@ -378,18 +385,11 @@ def _main_cluster(shape: str) -> int:
         f"seed {FLAGS.seed}, cluster {workers}x{ps} on 127.0.0.1")
   ours, native = cluster_demo.run_cluster(
       workers, ps, FLAGS.epochs, FLAGS.seed, FLAGS.batch_size, FLAGS.samples)
-  print(f"\ntf.compat.v1.distribute.experimental.ParameterServerStrategy, "
-        f"{workers} workers x {ps} ps (loopback): compat_distribute (ours) vs "
-        "native TensorFlow, same data, initial weights and update order\n")
-  print(format_table(ours, native))
-  worst = max(abs(a - b) for a, b in zip(ours.losses, native.losses))
-  print(f"largest loss difference: {worst:.1e}")
-  if FLAGS.json_out:
-    with open(FLAGS.json_out, "w") as f:
-      json.dump({"cluster": [workers, ps], "api": "v1",
-                 "ours": dataclasses.asdict(ours),
-                 "native": dataclasses.asdict(native)}, f, indent=2)
-  return 0
+  return _report(
+      "tf.compat.v1.distribute.experimental.ParameterServerStrategy, "
+      f"{workers} workers x {ps} ps (loopback): compat_distribute (ours) vs "
+      "native TensorFlow, same data, initial weights and update order",
+      ours, native, {"cluster": [workers, ps], "api": "v1"})
 
 
 def usage() -> str:
