@@ -1,10 +1,12 @@
-"""The only door to TensorFlow names that are not public API.
+"""The only door to TensorFlow's private names.
 
-Every other module reaches TensorFlow through public ``tf.*`` or through the
-helpers here, so that a TensorFlow upgrade that moves one of these names
-breaks exactly one file.
+Every other module reaches TensorFlow through public ``tf.*``, through the
+helpers here, or through the sibling ``_tf_compat`` (``tf.__internal__`` and
+public names that differ between versions), so that a TensorFlow upgrade
+that moves one of these names breaks exactly one file.
 
-Private names used (checked against TensorFlow 2.21.0):
+Private names used (each present on every supported TensorFlow, 2.12 to
+2.21; names that moved between versions say where they live on which):
 
 * ``Graph._distribution_strategy_stack`` -- the per-graph, per-thread stack
   whose top entry ``tf.distribute.get_strategy()``,
@@ -62,7 +64,8 @@ Private names used (checked against TensorFlow 2.21.0):
   TensorFlow's v1 metrics (``tf.compat.v1.metrics``) create their value ops
   so that they are read once after the loop, as with TensorFlow's
   strategies.
-* ``tensorflow.python.eager.record.stop_recording`` -- pauses the calling
+* ``tensorflow.python.eager.record.stop_recording`` (``eager.tape`` on
+  TensorFlow 2.12; chosen by trying the import) -- pauses the calling
   thread's gradient tapes.  ``merge_fn`` runs on replica 0's thread here
   (TensorFlow runs it on a separate thread, unseen by any replica's tape), so
   without this replica 0's tapes would record it.
