@@ -119,7 +119,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       return 0 if rest else 2
     return run_script(rest[0], rest[1:])
   if command == "demo":
-    from compat_distribute import demo  # pylint: disable=g-import-not-at-top
+    from compat_distribute.demo import single as demo  # pylint: disable=g-import-not-at-top
     return demo.run_from_command_line(
         [f"{os.path.basename(sys.executable)} -m compat_distribute demo",
          *rest])

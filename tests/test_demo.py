@@ -14,7 +14,7 @@ import pytest
 # Run from tests/, not the repository root, whose compat_distribute/ source
 # directory would shadow the installed package under `python -m`.
 CWD = pathlib.Path(__file__).resolve().parent
-demo = importlib.import_module("compat_distribute.demo")
+demo = importlib.import_module("compat_distribute.demo.single")
 SMALL = ["--epochs", "1", "--samples", "256", "--batch_size", "32"]
 
 

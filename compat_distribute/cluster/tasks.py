@@ -27,6 +27,8 @@ from typing import Any, Optional
 
 import tensorflow as tf
 
+from compat_distribute.runtime.errors import Error
+
 TASK_TYPES = ("chief", "worker", "ps", "evaluator")
 
 
@@ -185,7 +187,7 @@ def _local_gpus() -> int:
   return len(_tf_private.list_logical_devices("GPU"))
 
 
-class TaskUnavailableError(TimeoutError):
+class TaskUnavailableError(Error, TimeoutError):
   """A task of the cluster did not accept connections in time."""
 
 

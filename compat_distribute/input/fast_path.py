@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional
 
 import tensorflow as tf
 
-from compat_distribute import values as values_lib
+from compat_distribute.values import distributed as values_lib
 from compat_distribute.input import layout as layout_lib
 
 

@@ -90,7 +90,7 @@ def _placed(layout: layout_lib.Layout, value: Any) -> Any:
       # none.
       target = layout.devices[0] if layout.fetch_to_device else layout.host
     return layout_lib.place(value, target)
-  return layout_lib.regroup(
+  return layout_lib.wrap_per_replica(
       [layout_lib.place(p, t) for p, t in zip(value, targets)])
 
 

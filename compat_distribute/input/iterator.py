@@ -25,7 +25,7 @@ from typing import Any, Optional
 import tensorflow as tf
 
 from compat_distribute import _tf_compat
-from compat_distribute import context
+from compat_distribute.runtime import context
 from compat_distribute.input import fast_path
 from compat_distribute.input import fetch
 from compat_distribute.input import layout as layout_lib

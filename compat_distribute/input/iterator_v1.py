@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional
 
 import tensorflow as tf
 
-from compat_distribute import context
+from compat_distribute.runtime import context
 from compat_distribute.input import fast_path
 from compat_distribute.input import fetch
 from compat_distribute.input import iterator as iterator_lib

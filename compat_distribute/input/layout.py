@@ -29,7 +29,7 @@ from typing import Any, Sequence
 import tensorflow as tf
 
 from compat_distribute import _tf_private
-from compat_distribute import values as values_lib
+from compat_distribute.values import distributed as values_lib
 
 KINDS = ("whole", "rounds", "stream")
 
@@ -89,8 +89,11 @@ def regroup_specs(per_replica: Sequence[Any]) -> Any:
                        for leaves in zip(*flat)])
 
 
-def regroup(per_replica: Sequence[Any]) -> Any:
-  """One structure of ``PerReplica`` from ``n`` same-structured values."""
+def wrap_per_replica(per_replica: Sequence[Any]) -> Any:
+  """One structure of ``PerReplica`` from ``n`` same-structured values:
+  every leaf is wrapped, even one that is the same object on every replica
+  (unlike ``values.distributed.regroup``, which returns such a leaf as it
+  is)."""
   first = per_replica[0]
   if not tf.nest.is_nested(first):
     return values_lib.PerReplica(per_replica)

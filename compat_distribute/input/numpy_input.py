@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from compat_distribute.runtime.errors import Error
+
 
 def _as_array(value: Any) -> tuple[np.ndarray, tf.DType]:
   array = np.asarray(value)
@@ -41,23 +43,21 @@ def _fed_variable(array: np.ndarray, dtype: tf.DType, session: Any) -> Any:
     return tf.raw_ops.ReadVariableOp(resource=handle, dtype=dtype)
 
 
-class NoSessionError(ValueError, AssertionError):
+class NoSessionError(Error, ValueError, AssertionError):
   """``experimental_make_numpy_dataset`` in a graph with no session to feed
   the arrays through.
 
   TensorFlow raises a bare ``AssertionError``; this error is also a
   ``ValueError`` and says what to pass.
   """
-  __init__ = Exception.__init__  # lets AutoGraph re-raise it
 
 
-class NotAnArrayError(ValueError, AttributeError):
+class NotAnArrayError(Error, ValueError, AttributeError):
   """A value with no dimension to slice (a scalar or ``None``).
 
   TensorFlow raises ``ValueError`` eagerly and ``AttributeError`` (no
   ``shape``) in a graph; this error is both.
   """
-  __init__ = Exception.__init__  # lets AutoGraph re-raise it
 
 
 def _rank(value: Any) -> Any:
@@ -78,9 +78,8 @@ def _not_an_array(value: Any) -> NotAnArrayError:
       "examples, e.g. np.array([x1, x2, ...]).")
 
 
-class NotASessionError(TypeError, AttributeError):
+class NotASessionError(Error, TypeError, AttributeError):
   """``session`` is not a session (TensorFlow: ``AttributeError``)."""
-  __init__ = Exception.__init__  # lets AutoGraph re-raise it
 
 
 def _graph_session(session: Any) -> Any:

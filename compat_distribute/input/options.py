@@ -33,6 +33,8 @@ from typing import Any
 
 import tensorflow as tf
 
+from compat_distribute.runtime.errors import Error
+
 
 @dataclasses.dataclass(frozen=True)
 class InputSettings:
@@ -41,13 +43,12 @@ class InputSettings:
   buffer_size: int = 1
 
 
-class NotInputOptionsError(TypeError, AttributeError):
+class NotInputOptionsError(Error, TypeError, AttributeError):
   """``options`` is not a ``tf.distribute.InputOptions``.
 
   TensorFlow fails reading a missing attribute (``AttributeError``); this
   error is also a ``TypeError``, the type that names the mistake.
   """
-  __init__ = Exception.__init__  # lets AutoGraph re-raise it
 
 
 def settings_from(options: Any, method: str,

@@ -25,19 +25,20 @@ from typing import Any
 
 import tensorflow as tf
 
+from compat_distribute.runtime.errors import Error
+
 from compat_distribute import _tf_compat
 from compat_distribute.input import layout as layout_lib
 
 _SPLITTABLE = (tf.TensorSpec, tf.RaggedTensorSpec, tf.SparseTensorSpec)
 
 
-class UnbatchedDatasetError(ValueError, IndexError):
+class UnbatchedDatasetError(Error, ValueError, IndexError):
   """A dataset element cannot be split across replicas.
 
   Native TensorFlow raises ``IndexError`` in this situation; this error is
   both a ``ValueError`` and an ``IndexError`` so handlers for either work.
   """
-  __init__ = Exception.__init__  # lets AutoGraph re-raise it
 
 
 def piece_spec(spec: tf.TypeSpec, n: int) -> tf.TypeSpec:

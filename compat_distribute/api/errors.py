@@ -7,7 +7,7 @@ TensorFlow still catches ours.
 >>> check_destinations(["/cpu:0", "/cpu:1"], "reduce_to")
 Traceback (most recent call last):
 ...
-compat_distribute.extended_errors.DestinationsError: reduce_to takes one destination (a device string, a variable, a tensor or a per-replica value), got the list ['/cpu:0', '/cpu:1']. Reduce once per destination instead.
+compat_distribute.api.errors.DestinationsError: reduce_to takes one destination (a device string, a variable, a tensor or a per-replica value), got the list ['/cpu:0', '/cpu:1']. Reduce once per destination instead.
 """
 from __future__ import annotations
 
@@ -15,14 +15,15 @@ from typing import Any
 
 import tensorflow as tf
 
+from compat_distribute.runtime.errors import Error
 
-class NotAVariableError(TypeError, AttributeError):
+
+class NotAVariableError(Error, TypeError, AttributeError):
   """A variable argument that is not one (TensorFlow: ``AttributeError``,
   reading a variable's attribute)."""
-  __init__ = Exception.__init__  # lets AutoGraph re-raise it
 
 
-class NotAPairError(ValueError, tf.errors.OperatorNotAllowedInGraphError):
+class NotAPairError(Error, ValueError, tf.errors.OperatorNotAllowedInGraphError):
   """An element of ``batch_reduce_to``'s list that is not a ``(value,
   destinations)`` pair.
 
@@ -30,16 +31,14 @@ class NotAPairError(ValueError, tf.errors.OperatorNotAllowedInGraphError):
   it: ``TypeError``, or ``OperatorNotAllowedInGraphError`` (a
   ``TypeError``) for a tensor in a graph.  This error is all of them.
   """
-  __init__ = Exception.__init__  # lets AutoGraph re-raise it
 
 
-class DestinationsError(ValueError, AssertionError):
+class DestinationsError(Error, ValueError, AssertionError):
   """Several destinations given as a list or tuple.
 
   TensorFlow rejects them with ``AssertionError`` (``ValueError`` under
   CentralStorage); this class is both.
   """
-  __init__ = Exception.__init__  # lets AutoGraph re-raise it
 
 
 def check_destinations(destinations: Any, method: str) -> None:

@@ -24,7 +24,7 @@ and a non-distributed value reduces to itself for MEAN and is rejected for
 SUM when there are several replicas.
 
 >>> import tensorflow as tf
->>> from compat_distribute.values import PerReplica
+>>> from compat_distribute.values.distributed import PerReplica
 >>> ops = ReduceToOneDevice()
 >>> ops
 ReduceToOneDevice(reduce_to_device=None)
@@ -43,11 +43,10 @@ from typing import Any, Optional, Sequence
 import tensorflow as tf
 
 from compat_distribute import _tf_private
-from compat_distribute import devices as devices_lib
-from compat_distribute import values as values_lib
+from compat_distribute.runtime import devices as devices_lib
+from compat_distribute.values import distributed as values_lib
 
 ReduceOp = tf.distribute.ReduceOp
-_HOST_CPU = "/device:CPU:0"
 _eagerly_outside_functions = tf.compat.v1.executing_eagerly_outside_functions
 _device = _tf_private.device  # tf.device, cheaper while tracing
 
@@ -61,7 +60,7 @@ def devices_of(destinations: Any) -> tuple[str, ...]:
   # A name's canonical form depends on the mode and the device scope.
   context_key = (_eagerly_outside_functions(), _tf_private.current_device())
   if values_lib.is_distributed(destinations):
-    return tuple(_canonicalize(getattr(v, "device", "") or _HOST_CPU,
+    return tuple(_canonicalize(getattr(v, "device", "") or devices_lib.HOST_CPU,
                                context_key) for v in destinations.values)
   if isinstance(destinations, str):
     if not destinations:
@@ -75,7 +74,7 @@ def devices_of(destinations: Any) -> tuple[str, ...]:
         f"destinations must be a device string, a variable, a tensor or a "
         f"distributed value, got {destinations!r} of type "
         f"{type(destinations).__name__}.")
-  return (_canonicalize(device or _HOST_CPU, context_key),)
+  return (_canonicalize(device or devices_lib.HOST_CPU, context_key),)
 
 
 @functools.lru_cache(maxsize=512)

@@ -14,15 +14,18 @@ import tensorflow as tf
 
 from compat_distribute import _tf_compat
 from compat_distribute import _tf_private
-from compat_distribute import context
-from compat_distribute import extended_v1
-from compat_distribute import reduce as reduce_lib
-from compat_distribute import session_config
-from compat_distribute import values as values_lib
-from compat_distribute.extended_errors import NotAPairError
-from compat_distribute.extended_errors import NotAVariableError
-from compat_distribute.extended_errors import check_destinations
-from compat_distribute.replica_context import ReplicaContext
+from compat_distribute import input as input_lib
+from compat_distribute.runtime import context
+from compat_distribute.runtime import devices
+from compat_distribute.api import extended_v1
+from compat_distribute.values import reduce as reduce_lib
+from compat_distribute.api import session_config
+from compat_distribute.values import distributed as values_lib
+from compat_distribute.api.errors import NotAPairError
+from compat_distribute.api.errors import NotAVariableError
+from compat_distribute.api.errors import check_destinations
+from compat_distribute.replicas import runner
+from compat_distribute.replicas.context import ReplicaContext
 
 
 _partitioner_warned = False
@@ -42,6 +45,16 @@ class Extended(extended_v1.ExtendedV1Methods,
                tf.compat.v1.distribute.StrategyExtended):
   """Shared machinery of our strategies' ``strategy.extended``."""
 
+  # One replica runs on the calling thread in a kept ReplicaContext, or (if
+  # set) as several do: see ``replicas.runner``.
+  _one_replica_like_many = False
+  # Input (see ``_input_workers``): the host the pipeline runs on, this
+  # worker's (count, index) of input pipelines, and whether
+  # experimental_distribute_values_from_function wraps one replica's value.
+  _input_device: Optional[str] = None
+  _input_pipelines = (1, 0)
+  _wrap_single_replica_values = False
+
   def __init__(self, container_strategy: Any,  # pylint: disable=super-init-not-called
                compute_devices: Sequence[str],
                parameter_devices: Sequence[str]) -> None:
@@ -52,7 +65,7 @@ class Extended(extended_v1.ExtendedV1Methods,
     self._require_static_shapes = False
     self._retrace_functions_for_each_device = len(self._compute_devices) > 1
     self._global_batch_size = True
-    self._single_replica_context: Optional[ReplicaContext] = None
+    self._single_replica_context: Optional[ReplicaContext] = None  # runner's
 
   def __repr__(self) -> str:
     return (f"{type(self).__name__}(worker_devices={self.worker_devices!r}, "
@@ -96,15 +109,29 @@ class Extended(extended_v1.ExtendedV1Methods,
   def _container_strategy(self) -> Any:
     return self._container_strategy_weakref()
 
+  def _input_workers(self) -> input_lib.InputWorkers:
+    """What this strategy tells its input pipeline (``input.InputWorkers``),
+    as configured now (``enable_partial_batch_handling`` may be set at any
+    time)."""
+    partial = getattr(self, "enable_partial_batch_handling",
+                      getattr(self, "experimental_enable_get_next_as_optional",
+                              False))
+    return input_lib.InputWorkers(
+        devices=tuple(self.worker_devices), host=self._input_device,
+        strategy=self._container_strategy(),
+        input_pipelines=self._input_pipelines,
+        per_replica_input_is_per_worker=self._per_replica_input_is_per_worker,
+        wrap_single_replica_values=self._wrap_single_replica_values,
+        partial_batches=bool(partial))
+
   def _update_config_proto(self, config_proto: Any) -> Any:
     """What ``strategy.update_config_proto`` returns: a copy of
     ``config_proto`` whose ``device_count`` lets a ``tf.compat.v1.Session``
     create every device the strategy uses, and with
     ``isolate_session_state`` set where TensorFlow's strategy sets it."""
     used = list(self.worker_devices) + list(self.parameter_devices)
-    input_device = getattr(self, "_input_device", None)
-    if input_device:
-      used.append(input_device)
+    if self._input_device:
+      used.append(self._input_device)
     return session_config.updated(config_proto, used,
                                   self._isolates_session_state)
 
@@ -248,7 +275,7 @@ class Extended(extended_v1.ExtendedV1Methods,
             for v, d in value_destination_pairs]
 
   def _reduce(self, reduce_op: Any, value: Any) -> Any:
-    destination = _current_device() or self._default_device or "/device:CPU:0"
+    destination = _current_device() or self._default_device or devices.HOST_CPU
     result = self._reduce_to(reduce_op, value, destination, None)
     return self._local_results(result)[0]
 
@@ -256,7 +283,7 @@ class Extended(extended_v1.ExtendedV1Methods,
     parts = self._local_results(value)
     if len(parts) == 1:
       return parts[0]
-    destination = _current_device() or self._default_device or "/device:CPU:0"
+    destination = _current_device() or self._default_device or devices.HOST_CPU
     with tf.device(destination):
       return tf.nest.map_structure(
           lambda *xs: tf.concat(xs, axis=axis), *parts)
@@ -290,23 +317,10 @@ class Extended(extended_v1.ExtendedV1Methods,
   def _make_replica_context(self, replica_id: int) -> ReplicaContext:
     return ReplicaContext(self._container_strategy(), replica_id)
 
-  def _call_for_each_replica(self, fn: Callable[..., Any], args: Any,
-                             kwargs: Any) -> Any:
-    if len(self._compute_devices) == 1:
-      if self._single_replica_context is None:
-        # Stateless between uses, so one instance serves every call.
-        self._single_replica_context = self._make_replica_context(0)
-      return self._run_one_replica(self._single_replica_context, fn, args,
-                                   kwargs)
-    from compat_distribute import replica_threads  # pylint: disable=g-import-not-at-top
-    return replica_threads.call_for_each_replica(self, fn, args, kwargs)
-
-  def _run_one_replica(self, replica_context: ReplicaContext,
-                       fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
-    """Runs the only replica's ``fn`` on the calling thread."""
-    with _tf_private.device(self._compute_devices[0]), replica_context:
-      return fn(*values_lib.select_replica(0, args),
-                **values_lib.select_replica(0, kwargs))
+  def _call_for_each_replica(self, fn: ReplicaFn, args: tuple,
+                             kwargs: dict) -> Nest:
+    """How replicas run is decided in one place: ``replicas.runner``."""
+    return runner.call_for_each_replica(self, fn, args, kwargs)
 
   def call_for_each_replica(self, fn: Callable[..., Any], args: Any = (),
                             kwargs: Optional[dict] = None) -> Any:

@@ -18,9 +18,9 @@ import tensorflow as tf
 
 from compat_distribute import _tf_compat
 from compat_distribute import _tf_private
-from compat_distribute import context
-from compat_distribute import reduce as reduce_lib
-from compat_distribute import variables as variables_lib
+from compat_distribute.runtime import context
+from compat_distribute.values import reduce as reduce_lib
+from compat_distribute.variables import central as variables_lib
 
 _NO_SCOPE = contextlib.nullcontext()
 

@@ -14,10 +14,14 @@ from typing import Any, Iterable
 import tensorflow as tf
 
 from compat_distribute import _tf_private
-from compat_distribute import logs
+from compat_distribute.runtime import logs
+from compat_distribute.runtime.errors import Error
 
 _log = logs.logger()
 _reported: set[str] = set()
+
+# The host's CPU, where input pipelines and (by default) central variables go.
+HOST_CPU = "/device:CPU:0"
 
 
 def canonicalize(device: Any) -> str:
@@ -64,18 +68,25 @@ def canonicalize(device: Any) -> str:
   return result.make_merged_spec(spec).to_string()
 
 
-class DeviceTypeError(TypeError, AttributeError):
+class DeviceTypeError(Error, TypeError, AttributeError):
   """A device that is not a string.
 
   TensorFlow fails on it with ``AttributeError`` (numbers, ``DeviceSpec``)
   or ``TypeError`` (lists, bytes); this error is both.
   """
-  __init__ = Exception.__init__  # lets AutoGraph re-raise it
 
 
-class DeviceTypeCaseError(ValueError, AssertionError):
+class DeviceTypeCaseError(Error, ValueError, AssertionError):
   """A device type not in capitals (TensorFlow: ``AssertionError``)."""
-  __init__ = Exception.__init__  # lets AutoGraph re-raise it
+
+
+def default_compute_devices() -> list[str]:
+  """All local GPUs, else the host CPU (TensorFlow's default compute
+  devices), canonical."""
+  gpus = _tf_private.list_logical_devices("GPU")
+  if gpus:
+    return [canonicalize(f"/device:GPU:{i}") for i in range(len(gpus))]
+  return [canonicalize(HOST_CPU)]
 
 
 def host_of(device: str) -> str:

@@ -1,18 +1,21 @@
-"""ReduceOp handling, reduction along an axis, and cross-device reduction.
+"""``reduce_op`` and ``axis`` arguments: checking and normalising them.
+
+The reduction itself is in ``cross_device`` (across replicas) and in
+``Strategy.reduce`` (along an axis).
 
 >>> import tensorflow as tf
 >>> to_reduce_op("mean")
 <ReduceOp.MEAN: 'MEAN'>
->>> reduce_across([tf.constant(1.), tf.constant(3.)], ReduceOp.MEAN, "/cpu:0")
-<tf.Tensor: shape=(), dtype=float32, numpy=2.0>
 """
 from __future__ import annotations
 
 import operator
-from typing import Any, Sequence, Union
+from typing import Any, Union
 
 import numpy as np
 import tensorflow as tf
+
+from compat_distribute.runtime.errors import Error
 
 ReduceOp = tf.distribute.ReduceOp
 
@@ -20,7 +23,7 @@ _VALID = ", ".join(f"tf.distribute.ReduceOp.{op.name} (or {op.value!r})"
                    for op in ReduceOp)
 
 
-class ReduceOpTypeError(TypeError, AssertionError, ValueError):
+class ReduceOpTypeError(Error, TypeError, AssertionError, ValueError):
   """A ``reduce_op`` that is neither a ``ReduceOp`` nor a string.
 
   TensorFlow raises ``TypeError`` for this in some methods
@@ -30,9 +33,6 @@ class ReduceOpTypeError(TypeError, AssertionError, ValueError):
   with several replicas; this class is all three, so code catching any of
   them keeps working.
   """
-  # Exception's own __init__ lets AutoGraph re-raise this type (with the
-  # user's source location) when it is raised inside a tf.function.
-  __init__ = Exception.__init__
 
 
 class AggregationAsReduceOpError(ReduceOpTypeError, ValueError):
@@ -50,7 +50,7 @@ def to_reduce_op(reduce_op: Union[ReduceOp, str]) -> ReduceOp:
   >>> to_reduce_op(tf.VariableAggregation.SUM)
   Traceback (most recent call last):
   ...
-  compat_distribute.reduce.AggregationAsReduceOpError: reduce_op must be a tf.distribute.ReduceOp or its name, got tf.VariableAggregation.SUM, a variable's aggregation (TensorFlow rejects it too). Pass tf.distribute.ReduceOp.SUM instead.
+  compat_distribute.values.reduce.AggregationAsReduceOpError: reduce_op must be a tf.distribute.ReduceOp or its name, got tf.VariableAggregation.SUM, a variable's aggregation (TensorFlow rejects it too). Pass tf.distribute.ReduceOp.SUM instead.
 
   Raises:
     ValueError: an unknown name (as TensorFlow does).
@@ -157,43 +157,3 @@ def check_summable(value: Any) -> None:
         "reduce with an axis sums each replica's value, which needs numbers, "
         f"got a tensor of dtype {dtype.name}. Reduce numeric values, or pass "
         "axis=None to combine the values across replicas only.")
-
-
-def reduce_across(values: Sequence[Any], reduce_op: ReduceOp,
-                  destination: str) -> Any:
-  """Reduces one value per replica into one tensor on ``destination``.
-
-  SUM adds the values; MEAN divides the sum by the number of values.
-  ``tf.IndexedSlices`` are concatenated (and scaled for MEAN).
-  """
-  with tf.device(destination):
-    if len(values) == 1:
-      return tf.identity(values[0]) if not isinstance(
-          values[0], tf.IndexedSlices) else values[0]
-    if any(isinstance(v, tf.IndexedSlices) for v in values):
-      return _reduce_indexed_slices(values, reduce_op)
-    total = tf.math.add_n([tf.convert_to_tensor(v) for v in values])
-    if reduce_op == ReduceOp.MEAN:
-      return _divide(total, len(values))
-    return total
-
-
-def _divide(total: tf.Tensor, count: int) -> tf.Tensor:
-  if total.dtype.is_integer:
-    return total // count
-  return total / tf.cast(count, total.dtype)
-
-
-def _reduce_indexed_slices(values: Sequence[Any], reduce_op: ReduceOp
-                           ) -> tf.IndexedSlices:
-  slices = [v if isinstance(v, tf.IndexedSlices) else
-            tf.IndexedSlices(tf.convert_to_tensor(v),
-                             tf.range(tf.shape(v)[0])) for v in values]
-  result = tf.IndexedSlices(
-      tf.concat([s.values for s in slices], axis=0),
-      tf.concat([s.indices for s in slices], axis=0),
-      slices[0].dense_shape)
-  if reduce_op == ReduceOp.MEAN:
-    result = tf.IndexedSlices(_divide(result.values, len(values)),
-                              result.indices, result.dense_shape)
-  return result

@@ -1,4 +1,5 @@
-"""The package's one logger, ``compat_distribute``, and its one format.
+"""The package's one logger, ``compat_distribute``, its one format, and the
+one-time deprecation warning.
 
 Records go up to the root logger as usual, so ``logging.basicConfig``,
 pytest's ``caplog`` and any handler a program installs see them.  When the
@@ -11,6 +12,13 @@ logger's own handler prints it in ``logging``'s default format, the one
 
 >>> logger().name
 'compat_distribute'
+>>> import warnings
+>>> with warnings.catch_warnings(record=True) as caught:
+...   warnings.simplefilter("always")
+...   for _ in range(2):
+...     warn_deprecated_once("old_name_in_doctest", "new_name")
+>>> [str(w.message) for w in caught]
+['old_name_in_doctest is deprecated; use new_name instead.']
 >>> len([h for h in logger().handlers if isinstance(h, _WhenRootIsSilent)])
 1
 """
@@ -18,8 +26,10 @@ from __future__ import annotations
 
 import logging
 import sys
+import warnings
 
 NAME = "compat_distribute"
+_warned: set[str] = set()
 
 
 class _WhenRootIsSilent(logging.Handler):
@@ -46,3 +56,13 @@ def logger() -> logging.Logger:
   if not any(isinstance(h, _WhenRootIsSilent) for h in log.handlers):
     log.addHandler(_WhenRootIsSilent())
   return log
+
+
+def warn_deprecated_once(old: str, new: str) -> None:
+  """Warns (``DeprecationWarning``) the first time ``old`` is used in this
+  process, never again."""
+  if old in _warned:
+    return
+  _warned.add(old)
+  warnings.warn(f"{old} is deprecated; use {new} instead.",
+                DeprecationWarning, stacklevel=3)

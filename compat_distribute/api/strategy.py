@@ -16,31 +16,19 @@ from __future__ import annotations
 
 import collections.abc
 import math
-import warnings
 from typing import Any, Callable, Optional
 
 import tensorflow as tf
 
 from compat_distribute import _tf_compat
-from compat_distribute import context
+from compat_distribute.runtime import context
+from compat_distribute.runtime.logs import warn_deprecated_once
 from compat_distribute import input as input_lib
-from compat_distribute import reduce as reduce_lib
-from compat_distribute import strategy_iterators
-from compat_distribute import values as values_lib
+from compat_distribute.values import reduce as reduce_lib
+from compat_distribute.api import iterators as strategy_iterators
+from compat_distribute.values import distributed as values_lib
 
 _executing_eagerly = tf.executing_eagerly
-_warned: set[str] = set()
-
-
-def warn_deprecated_once(old: str, new: str) -> None:
-  """Warns the first time ``old`` is used in this process, never again."""
-  if old in _warned:
-    return
-  _warned.add(old)
-  warnings.warn(f"{old} is deprecated; use {new} instead.",
-                DeprecationWarning, stacklevel=3)
-
-
 class StrategyMethods:
   """The methods shared by the v1 and v2 strategies.
 
@@ -258,14 +246,15 @@ class StrategyMethods:
   def experimental_distribute_dataset(self, dataset: Any,
                                       options: Any = None) -> Any:
     """Distributes a dataset of global batches over the replicas."""
-    return input_lib.distribute_dataset(self._extended, dataset, options)
+    return input_lib.distribute_dataset(self._extended._input_workers(),
+                                        dataset, options)
 
   def distribute_datasets_from_function(self, dataset_fn: Callable[..., Any],
                                         options: Any = None) -> Any:
     """Distributes the dataset(s) ``dataset_fn(input_context)`` returns;
     they yield per-replica batches."""
     return input_lib.distribute_datasets_from_function(
-        self._extended, dataset_fn, options)
+        self._extended._input_workers(), dataset_fn, options)
 
   def experimental_distribute_datasets_from_function(
       self, dataset_fn: Callable[..., Any], options: Any = None) -> Any:
@@ -278,12 +267,14 @@ class StrategyMethods:
   def experimental_distribute_values_from_function(
       self, value_fn: Callable[..., Any]) -> Any:
     """One value per replica: ``value_fn(ValueContext)`` for each."""
-    return input_lib.distribute_values_from_function(self._extended, value_fn)
+    return input_lib.distribute_values_from_function(
+        self._extended._input_workers(), value_fn)
 
   def experimental_make_numpy_dataset(self, numpy_input: Any) -> Any:
     """A ``tf.data.Dataset`` of the slices of ``numpy_input``, kept on the
     input host."""
-    return input_lib.make_numpy_dataset(self._extended, numpy_input, None)
+    return input_lib.make_numpy_dataset(self._extended._input_workers(),
+                                        numpy_input, None)
 
   # -- logical devices (one per replica here) -------------------------------
 

@@ -26,13 +26,14 @@ from typing import Any, Callable
 
 import tensorflow as tf
 
+from compat_distribute.runtime.errors import Error
+
 from compat_distribute import _tf_private
 
 
-class MissingReduceOpError(ValueError, AssertionError):
+class MissingReduceOpError(Error, ValueError, AssertionError):
   """``set_last_step_output`` in replica context without a ``reduce_op``
   (TensorFlow asserts; this error is also a ``ValueError``)."""
-  __init__ = Exception.__init__  # lets AutoGraph re-raise it
 
 
 class MultiStepContext:

@@ -15,7 +15,7 @@ median time per step for both.
   ``experimental_run`` and a ``tf.compat.v1.Session``.
 * ``--cluster WxP``: the v1 program under ``ParameterServerStrategy`` on a
   loopback cluster of W workers and P parameter servers, each a
-  ``tf.distribute.Server`` process (see ``compat_distribute.cluster.demo``).
+  ``tf.distribute.Server`` process (see ``compat_distribute.demo.cluster``).
 
 The formatting helpers are plain functions:
 
@@ -31,15 +31,25 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import sys
 import time
-import warnings
 from typing import Any, Optional, Sequence
 
 import numpy as np
 from absl import app
 from absl import flags
+
+from compat_distribute.demo import common
+from compat_distribute.demo.common import CLASSES
+from compat_distribute.demo.common import FEATURES
+from compat_distribute.demo.common import HIDDEN
+from compat_distribute.demo.common import LEARNING_RATE
+from compat_distribute.demo.common import LEGEND
+from compat_distribute.demo.common import Result
+from compat_distribute.demo.common import format_table
+from compat_distribute.demo.common import initial_weights
+from compat_distribute.demo.common import make_data
+from compat_distribute.demo.common import v1_train_step
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("strategy", "central_storage",
@@ -65,44 +75,12 @@ flags.DEFINE_string(
     "under ParameterServerStrategy (v1) on them, e.g. --cluster 2x1. "
     "Implies --api v1; --strategy and --replicas do not apply.")
 
-CLASSES = 3
-FEATURES = 8
-HIDDEN = 32
-LEARNING_RATE = 0.01
-
-
-@dataclasses.dataclass
-class Result:
-  """One training run: mean loss and median milliseconds per step for each
-  epoch, and the final training accuracy."""
-  label: str
-  losses: list[float]
-  ms_per_step: list[float]
-  accuracy: float
-
-
 @flags.multi_flags_validator(
     ["strategy", "replicas"],
     message="--strategy=one_device runs exactly one replica; drop --replicas "
     "or use --strategy=central_storage for several.")
 def _one_device_has_one_replica(values: dict) -> bool:
   return values["strategy"] != "one_device" or values["replicas"] in (None, 1)
-
-
-def make_data(seed: int, samples: int) -> tuple[np.ndarray, np.ndarray]:
-  """A seeded 3-class problem: Gaussian clusters in 8 dimensions, with a
-  non-linear twist so that a hidden layer helps.
-
-  >>> x, y = make_data(0, 6)
-  >>> x.shape, x.dtype, y.shape, sorted(set(y.tolist())) <= [0, 1, 2]
-  ((6, 8), dtype('float32'), (6,), True)
-  """
-  rng = np.random.RandomState(seed)
-  centers = rng.normal(scale=2.0, size=(CLASSES, FEATURES))
-  y = rng.randint(0, CLASSES, size=samples)
-  x = centers[y] + rng.normal(size=(samples, FEATURES))
-  x[:, 0] += np.sin(2.0 * x[:, 1])
-  return x.astype(np.float32), y.astype(np.int32)
 
 
 def configure_logical_cpus(count: int) -> None:
@@ -138,19 +116,6 @@ def make_strategy(impl: str, api: str, kind: str, replicas: int) -> Any:
   return module.experimental.CentralStorageStrategy(
       compute_devices=[f"/cpu:{i}" for i in range(replicas)],
       parameter_device="/cpu:0")
-
-
-def initial_weights(seed: int) -> list[np.ndarray]:
-  """Glorot-uniform kernels and zero biases for the v1 program's MLP."""
-  rng = np.random.RandomState(seed + 1)
-  sizes = [(FEATURES, HIDDEN), (HIDDEN, HIDDEN), (HIDDEN, CLASSES)]
-  weights = []
-  for fan_in, fan_out in sizes:
-    limit = np.sqrt(6.0 / (fan_in + fan_out))
-    weights.append(rng.uniform(-limit, limit, (fan_in, fan_out)).astype(
-        np.float32))
-    weights.append(np.zeros(fan_out, np.float32))
-  return weights
 
 
 def _epoch_summary(step_losses: list[float], step_times: list[float]):
@@ -193,29 +158,6 @@ def train_v2(strategy: Any, label: str, data: tuple, epochs: int,
   ms = [1000.0 * float(np.median(t)) for t in times]
   return Result(label, [float(v) for v in history.history["loss"]], ms,
                 float(history.history["accuracy"][-1]))
-
-
-
-def v1_train_step(strategy: Any, params: list, optimizer: Any,
-                  inputs: Any) -> tuple:
-  """One replica's TF1 step of the demo's perceptron: ``optimizer``
-  minimises the replica's share of the loss; returns (loss, accuracy),
-  read after the update."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  features, labels = inputs
-  h = features
-  for i in range(0, len(params), 2):
-    h = tf.matmul(h, params[i]) + params[i + 1]
-    if i + 2 < len(params):
-      h = tf.nn.relu(h)
-  loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-      labels=labels, logits=h))
-  correct = tf.reduce_mean(tf.cast(
-      tf.equal(tf.argmax(h, axis=1, output_type=tf.int32), labels),
-      tf.float32))
-  train_op = optimizer.minimize(loss / strategy.num_replicas_in_sync)
-  with tf.control_dependencies([train_op]):
-    return tf.identity(loss), tf.identity(correct)
 
 
 def train_v1(impl: str, kind: str, replicas: int, label: str, data: tuple,
@@ -277,27 +219,6 @@ def progress_verbosity() -> int:
   return 1 if isatty is not None and isatty() else 2
 
 
-LEGEND = ("ms/step is the median time per training step; ours/native below 1 "
-          "means ours is faster.")
-
-
-def format_table(ours: Result, native: Result) -> str:
-  """The side-by-side table (loss and median ms/step per epoch)."""
-  header = (f"{'epoch':<7}{'loss ours':<12}{'loss native':<13}{'|diff|':<10}"
-            f"{'ms/step ours':<14}{'ms/step native':<16}ours/native")
-  lines = [header]
-  for i, (lo, ln, to, tn) in enumerate(zip(ours.losses, native.losses,
-                                           ours.ms_per_step,
-                                           native.ms_per_step)):
-    ratio = to / tn if tn else float("nan")
-    lines.append(f"{i + 1:<7}{lo:<12.6f}{ln:<13.6f}{abs(lo - ln):<10.1e}"
-                 f"{to:<14.3f}{tn:<16.3f}{ratio:.2f}")
-  lines.append(f"final accuracy: ours {ours.accuracy:.4f}, native "
-               f"{native.accuracy:.4f}")
-  lines.append(LEGEND)
-  return "\n".join(lines)
-
-
 def describe(kind: str, api: str, replicas: int) -> str:
   name = ("OneDeviceStrategy" if kind == "one_device" else
           "experimental.CentralStorageStrategy")
@@ -324,15 +245,6 @@ def run(kind: str, replicas: int, epochs: int, api: str, seed: int,
   return results["ours"], results["native"]
 
 
-def _quiet_deprecations() -> None:
-  """The v1 API is deprecated by design; its notices would drown the demo's
-  output (both sides use the same calls)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  tf.get_logger().setLevel(logging.ERROR)
-  warnings.filterwarnings("ignore", category=DeprecationWarning)
-  warnings.filterwarnings("ignore", message=".*tf.data options.*")
-
-
 def main(argv: Sequence[str]) -> int:
   """absl entry point: flags are parsed into ``FLAGS`` already."""
   if len(argv) > 1:
@@ -343,7 +255,7 @@ def main(argv: Sequence[str]) -> int:
   kind, api = FLAGS.strategy, FLAGS.api
   replicas = 1 if kind == "one_device" else (FLAGS.replicas or 2)
   configure_logical_cpus(replicas)
-  _quiet_deprecations()
+  common.quiet_deprecations()
   print(f"compat_distribute demo: {FLAGS.samples} synthetic examples, "
         f"{CLASSES} classes, global batch {FLAGS.batch_size}, "
         f"{FLAGS.epochs} epoch{'s' if FLAGS.epochs != 1 else ''}, API {api}, "
@@ -372,13 +284,13 @@ def _report(title: str, ours: Result, native: Result, about: dict) -> int:
 
 def _main_cluster(shape: str) -> int:
   """``--cluster WxP``: the v1 program on a local cluster."""
-  from compat_distribute.cluster import demo as cluster_demo  # pylint: disable=g-import-not-at-top
+  from compat_distribute.demo import cluster as cluster_demo  # pylint: disable=g-import-not-at-top
   from compat_distribute.cluster import local as local_cluster  # pylint: disable=g-import-not-at-top
   try:
     workers, ps = local_cluster.parse_shape(shape)
   except ValueError as e:
     raise app.UsageError(str(e)) from e
-  _quiet_deprecations()
+  common.quiet_deprecations()
   print(f"compat_distribute demo: {FLAGS.samples} synthetic examples, "
         f"{CLASSES} classes, batch {FLAGS.batch_size} per worker, "
         f"{FLAGS.epochs} epoch{'s' if FLAGS.epochs != 1 else ''}, API v1, "

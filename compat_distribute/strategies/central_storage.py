@@ -3,8 +3,8 @@
 Each compute device runs one replica of ``strategy.run``; every variable
 created in ``scope()`` lives once, on the parameter device, and with several
 replicas it is wrapped so that replica-context updates are combined across
-replicas first (see ``compat_distribute.variables``).  Reductions go through
-``compat_distribute.cross_device``.
+replicas first (see ``compat_distribute.variables.central``).  Reductions go through
+``compat_distribute.values.cross_device``.
 
 >>> import tensorflow as tf
 >>> from compat_distribute import v2 as distribute
@@ -33,41 +33,24 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from compat_distribute import _tf_compat
+from compat_distribute.runtime.errors import Error
+
 from compat_distribute import _tf_private
-from compat_distribute import caller_state
-from compat_distribute import cross_device
-from compat_distribute import devices as devices_lib
-from compat_distribute import extended as extended_lib
-from compat_distribute import replica_threads
-from compat_distribute import replica_variables
-from compat_distribute import strategy as strategy_lib
-from compat_distribute import values as values_lib
-from compat_distribute import variables as variables_lib
-from compat_distribute.replica_context import ReplicaContext
-from compat_distribute.replica_context import first_replica_variable_scope
-from compat_distribute.replica_context import reentered_variable_scope
+from compat_distribute.values import cross_device
+from compat_distribute.runtime import devices as devices_lib
+from compat_distribute.api import extended as extended_lib
+from compat_distribute.variables import shared as replica_variables
+from compat_distribute.api import strategy as strategy_lib
+from compat_distribute.api import strategy_v1
+from compat_distribute.values import distributed as values_lib
+from compat_distribute.variables import central as variables_lib
 
-_HOST_CPU = "/device:CPU:0"
-_PolymorphicFunction = _tf_compat.PolymorphicFunction
-
-
-def default_compute_devices() -> list[str]:
-  """All local GPUs, else the CPU (TensorFlow's default)."""
-  gpus = _tf_private.list_logical_devices("GPU")
-  if gpus:
-    return [devices_lib.canonicalize(f"/device:GPU:{i}")
-            for i in range(len(gpus))]
-  return [devices_lib.canonicalize(_HOST_CPU)]
-
-
-class ComputeDevicesTypeError(TypeError, ValueError):
+class ComputeDevicesTypeError(Error, TypeError, ValueError):
   """``compute_devices`` is a string or not iterable.
 
   TensorFlow iterates a string's characters and fails with ``ValueError``
   (and with ``TypeError`` on a number); this error is both.
   """
-  __init__ = Exception.__init__  # lets AutoGraph re-raise it
 
 
 def _check_compute_devices(compute_devices: Any) -> list[str]:
@@ -120,34 +103,6 @@ def _plain_value_as_tensor(value: Any) -> Any:
       "RaggedTensor.to_tensor()).")
 
 
-class _OnlyReplicaContext(ReplicaContext):
-  """The replica context of a one-device CentralStorageStrategy's replica.
-
-  ``merge_fn`` runs under the caller's device scope rather than the
-  replica's, and an exception it raises fails the whole ``run`` even if the
-  replica function catches it: as with several replicas, and as in
-  TensorFlow, whose ``merge_fn`` runs on the calling thread.
-  """
-
-  def __init__(self, strategy: Any, caller_device: str) -> None:
-    super().__init__(strategy, 0)
-    self._caller_device = caller_device
-    self.merge_error: Optional[BaseException] = None
-
-  def _merge_call(self, merge_fn: Callable[..., Any], args: tuple,
-                  kwargs: dict) -> Any:
-    try:
-      with _tf_private.device(None), _tf_private.device(
-          self._caller_device or None), reentered_variable_scope():
-        result = super()._merge_call(merge_fn, values_lib.regroup([args]),
-                                     values_lib.regroup([kwargs]))
-      return values_lib.select_replica(0, result)
-    except BaseException as e:
-      if self.merge_error is None:
-        self.merge_error = e
-      raise
-
-
 class CentralStorageExtended(extended_lib.Extended):
   """``strategy.extended`` of ``CentralStorageStrategy``."""
 
@@ -157,16 +112,18 @@ class CentralStorageExtended(extended_lib.Extended):
   # experimental_distribute_values_from_function wraps even one replica's
   # value in a PerReplica, as TensorFlow's CentralStorageStrategy does.
   _wrap_single_replica_values = True
+  # One replica runs as several do (replicas.runner), as in TensorFlow.
+  _one_replica_like_many = True
 
   def __init__(self, container_strategy: Any,
                compute_devices: Optional[Sequence[str]] = None,
                parameter_device: Optional[str] = None) -> None:
-    compute = (default_compute_devices() if compute_devices is None else
+    compute = (devices_lib.default_compute_devices() if compute_devices is None else
                _check_compute_devices(compute_devices))
     if isinstance(parameter_device, tf.DeviceSpec):
       parameter_device = parameter_device.to_string()  # TF accepts it too
     if parameter_device is None:
-      parameter_device = compute[0] if len(compute) == 1 else _HOST_CPU
+      parameter_device = compute[0] if len(compute) == 1 else devices_lib.HOST_CPU
     elif not isinstance(parameter_device, str) or not parameter_device:
       raise ValueError(
           "parameter_device must be a device name such as '/cpu:0', got "
@@ -179,7 +136,7 @@ class CentralStorageExtended(extended_lib.Extended):
                                         tf.compat.v1.distribute.Strategy))
     super().__init__(container_strategy, compute, (parameter_device,))
     self._variable_device = parameter_device
-    self._input_device = devices_lib.canonicalize(_HOST_CPU)
+    self._input_device = devices_lib.canonicalize(devices_lib.HOST_CPU)
     self._cross_device_ops: Any = cross_device.ReduceToOneDevice()
     # The cluster attributes TensorFlow's extended has on one machine (no
     # cluster, the chief); tf_keras reads them (``_task_id``, ``_task_type``)
@@ -230,28 +187,6 @@ class CentralStorageExtended(extended_lib.Extended):
     if len(self._compute_devices) == 1:
       return create()
     return replica_variables.shared_variable(kwargs.get("name"), create)
-
-  def _call_for_each_replica(self, fn: Callable[..., Any], args: Any,
-                             kwargs: Any) -> Any:
-    if len(self._compute_devices) > 1 or isinstance(fn, _PolymorphicFunction):
-      # A tf.function is traced anew for the replicas even with one device,
-      # as in TensorFlow (replica_threads clones it with its options).
-      return replica_threads.call_for_each_replica(self, fn, args, kwargs)
-    replica_context = _OnlyReplicaContext(self._container_strategy(),
-                                          _tf_private.current_device())
-
-    def run_replica() -> Any:
-      if tf.executing_eagerly():
-        return self._run_one_replica(replica_context, fn, args, kwargs)
-      with first_replica_variable_scope():
-        return self._run_one_replica(replica_context, fn, args, kwargs)
-
-    result = caller_state.keeping_summary_state(run_replica)
-    if replica_context.merge_error is not None:  # caught by the replica fn
-      raise replica_context.merge_error
-    # Regrouped as with several replicas (TensorFlow runs one replica the
-    # same way): lists and tuples come back plain.
-    return values_lib.regroup([result])
 
   # -- reduction ------------------------------------------------------------
 
@@ -308,7 +243,7 @@ class CentralStorageExtended(extended_lib.Extended):
     return self._cross_device_ops.gather(value, destinations, axis)
 
   def _gather(self, value: Any, axis: int) -> Any:
-    destination = _tf_private.current_device() or _HOST_CPU
+    destination = _tf_private.current_device() or devices_lib.HOST_CPU
     return self._local_results(
         self._gather_to_implementation(value, destination, axis, None))[0]
 
@@ -362,7 +297,7 @@ class CentralStorageMethods:
   def _from_num_gpus(cls, num_gpus: int) -> Any:
     """Computes on GPUs 0..num_gpus-1, or on the CPU if ``num_gpus`` is 0
     (the constructor TensorFlow's own strategy tests use)."""
-    return cls([f"/device:GPU:{i}" for i in range(num_gpus)] or [_HOST_CPU])
+    return cls([f"/device:GPU:{i}" for i in range(num_gpus)] or [devices_lib.HOST_CPU])
 
   def __repr__(self) -> str:
     extended = self.extended
@@ -388,4 +323,22 @@ class CentralStorageStrategy(CentralStorageMethods, strategy_lib.Strategy,
 
   Raises:
     ValueError: ``compute_devices`` is empty or names a device twice.
+  """
+
+
+# The v1 class, beside its v2 twin.  Its name ends in V1, as TensorFlow's v1
+# classes do (tf_keras puts ``type(strategy).__name__`` into messages); the
+# facade exports it under the public name.  TensorFlow's class last, as above.
+class CentralStorageStrategyV1(
+    CentralStorageMethods, strategy_v1.StrategyV1,
+    tf.compat.v1.distribute.experimental.CentralStorageStrategy):
+  """``tf.compat.v1.distribute.experimental.CentralStorageStrategy``: one
+  copy of every variable on ``parameter_device``, compute replicated over
+  ``compute_devices``.
+
+  Args:
+    compute_devices: the devices replicas run on; None means all local GPUs,
+      else the CPU.
+    parameter_device: where variables live; None means the CPU (or the only
+      compute device).
   """

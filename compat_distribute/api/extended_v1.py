@@ -20,10 +20,11 @@ from typing import Any, Callable, Optional
 import tensorflow as tf
 
 from compat_distribute import _tf_compat
-from compat_distribute import context
-from compat_distribute import values as values_lib
-from compat_distribute.extended_errors import DestinationsError
-from compat_distribute.extended_errors import NotAVariableError
+from compat_distribute import input as input_lib
+from compat_distribute.runtime import context
+from compat_distribute.values import distributed as values_lib
+from compat_distribute.api.errors import DestinationsError
+from compat_distribute.api.errors import NotAVariableError
 
 
 class ExtendedV1Methods:
@@ -110,8 +111,8 @@ class ExtendedV1Methods:
     mode the data is fed in through ``session``."""
     context.require_cross_replica(self._container_strategy(),
                                   "experimental_make_numpy_dataset")
-    from compat_distribute import input as input_lib  # pylint: disable=g-import-not-at-top
-    return input_lib.make_numpy_dataset(self, numpy_input, session)
+    return input_lib.make_numpy_dataset(self._input_workers(), numpy_input,
+                                        session)
 
   def experimental_run_steps_on_iterator(self, fn: Callable[..., Any],
                                          iterator: Any, iterations: int = 1,

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from compat_distribute import demo as demo_lib
+from compat_distribute.demo import common as demo_lib
 from compat_distribute.cluster import local as local_cluster
 
 _PROGRESS = "progress "
@@ -52,7 +52,7 @@ def run_cluster(workers: int, ps: int, epochs: int, seed: int,
                 batch_size: int, samples: int,
                 timeout: float = 600.0) -> tuple[Any, Any]:
   """Trains under native TensorFlow, then ours, on one local cluster;
-  returns the two ``demo.Result``s."""
+  returns the two ``common.Result``s."""
   results = {}
   with local_cluster.LocalCluster(num_workers=workers, num_ps=ps) as cluster:
     print(f"cluster up: {cluster.cluster}", flush=True)
@@ -61,7 +61,7 @@ def run_cluster(workers: int, ps: int, epochs: int, seed: int,
             f"ParameterServerStrategy, {workers} workers x {ps} ps ==",
             flush=True)
       processes = cluster.start_workers(
-          "compat_distribute.cluster.demo",
+          "compat_distribute.demo.cluster",
           ["--impl", impl, "--run_id", impl, "--epochs", str(epochs),
            "--seed", str(seed), "--batch_size", str(batch_size),
            "--samples", str(samples)],
@@ -103,7 +103,7 @@ def worker_main(argv: list[str]) -> None:
   args = p.parse_args(argv)
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  demo_lib._quiet_deprecations()  # pylint: disable=protected-access
+  demo_lib.quiet_deprecations()
   v1 = tf.compat.v1
   v1.disable_eager_execution()
   if args.impl == "ours":

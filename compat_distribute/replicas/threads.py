@@ -52,15 +52,15 @@ import tensorflow as tf
 
 from compat_distribute import _tf_compat
 from compat_distribute import _tf_private
-from compat_distribute import caller_state
-from compat_distribute import context
-from compat_distribute import replica_errors
-from compat_distribute import replica_variables
-from compat_distribute import replica_workers as workers_lib
-from compat_distribute import values as values_lib
-from compat_distribute.replica_context import ReplicaContext
-from compat_distribute.replica_context import first_replica_variable_scope
-from compat_distribute.replica_context import reentered_variable_scope
+from compat_distribute.replicas import caller_state
+from compat_distribute.runtime import context
+from compat_distribute.replicas import errors as replica_errors
+from compat_distribute.variables import shared as replica_variables
+from compat_distribute.replicas import workers as workers_lib
+from compat_distribute.values import distributed as values_lib
+from compat_distribute.replicas.context import ReplicaContext
+from compat_distribute.replicas.context import first_replica_variable_scope
+from compat_distribute.replicas.context import reentered_variable_scope
 
 _get_default_graph = tf.compat.v1.get_default_graph
 _PolymorphicFunction = _tf_compat.PolymorphicFunction

@@ -17,10 +17,11 @@ from typing import Any, Callable
 
 import tensorflow as tf
 
-from compat_distribute import devices as devices_lib
-from compat_distribute import extended as extended_lib
-from compat_distribute import multi_step
-from compat_distribute import strategy as strategy_lib
+from compat_distribute.runtime import devices as devices_lib
+from compat_distribute.api import extended as extended_lib
+from compat_distribute.strategies import multi_step
+from compat_distribute.api import strategy as strategy_lib
+from compat_distribute.api import strategy_v1
 
 
 class OneDeviceExtended(extended_lib.Extended):
@@ -97,4 +98,17 @@ class OneDeviceStrategy(OneDeviceMethods, strategy_lib.Strategy,
   Args:
     device: where variables and computation live, e.g. ``"/cpu:0"`` or
       ``"/gpu:0"``.
+  """
+
+
+# The v1 class, beside its v2 twin.  Its name ends in V1, as TensorFlow's v1
+# classes do (tf_keras puts ``type(strategy).__name__`` into messages); the
+# facade exports it under the public name.  TensorFlow's class last, as above.
+class OneDeviceStrategyV1(OneDeviceMethods, strategy_v1.StrategyV1,
+                          tf.compat.v1.distribute.OneDeviceStrategy):
+  """``tf.compat.v1.distribute.OneDeviceStrategy``: variables, computation
+  and input all on ``device``.
+
+  Args:
+    device: where everything runs, e.g. ``"/cpu:0"`` or ``"/gpu:0"``.
   """

@@ -22,7 +22,10 @@ from typing import Any, Callable, Optional
 
 import tensorflow as tf
 
+from compat_distribute.runtime.errors import Error
+
 from compat_distribute import input as input_lib
+from compat_distribute.runtime.logs import warn_deprecated_once
 
 InputReplicationMode = tf.distribute.InputReplicationMode
 
@@ -48,7 +51,8 @@ class IteratorMethods:
           f"got {dataset!r} of type {type(dataset).__name__}. Build one with "
           "tf.data (e.g. tf.data.Dataset.from_tensor_slices(x).batch(n)); "
           "for a function that builds the dataset use make_input_fn_iterator.")
-    return input_lib.make_dataset_iterator(self._extended, dataset)
+    return input_lib.make_dataset_iterator(
+        self._extended._input_workers(), dataset)
 
   def make_input_fn_iterator(
       self, input_fn: Callable[[Any], tf.data.Dataset],
@@ -74,8 +78,8 @@ class IteratorMethods:
           f"type {type(input_fn).__name__}. For a dataset you already have, "
           "use make_dataset_iterator(dataset).")
     with self.scope():
-      return input_lib.make_input_fn_iterator(self._extended, input_fn,
-                                              replication_mode)
+      return input_lib.make_input_fn_iterator(
+          self._extended._input_workers(), input_fn, replication_mode)
 
   # -- running ----------------------------------------------------------------
 
@@ -87,9 +91,8 @@ class IteratorMethods:
     Without ``input_iterator`` ``fn`` is called with no arguments.  Returns
     what ``run`` returns.  Warns once per process; use ``run``.
     """
-    from compat_distribute import strategy as strategy_lib  # pylint: disable=g-import-not-at-top  (it imports this module)
-    strategy_lib.warn_deprecated_once("Strategy.experimental_run",
-                                      "Strategy.run")
+    warn_deprecated_once("Strategy.experimental_run",
+                         "Strategy.run")
     if not callable(fn):
       raise TypeError(
           f"experimental_run expects a callable `fn`, got {fn!r} of type "
@@ -108,10 +111,9 @@ class IteratorMethods:
     return self.run(fn, args=(inputs,))
 
 
-class NotAnIteratorError(TypeError, AttributeError):
+class NotAnIteratorError(Error, TypeError, AttributeError):
   """``experimental_run`` got an input iterator without ``get_next``
   (TensorFlow: ``AttributeError``); this error is also a ``TypeError``."""
-  __init__ = Exception.__init__  # lets AutoGraph re-raise it
 
 
 def _check_callable_without_args(fn: Callable[..., Any]) -> None:

@@ -28,6 +28,8 @@ from typing import Any, Sequence
 
 import tensorflow as tf
 
+from compat_distribute.runtime.errors import Error
+
 from compat_distribute import _tf_compat
 from compat_distribute import _tf_private
 
@@ -225,12 +227,11 @@ def select_replica(replica_id: int, structure: Any) -> Any:
       structure)
 
 
-class StructureMismatchError(ValueError, AssertionError):
+class StructureMismatchError(Error, ValueError, AssertionError):
   """Replicas returned (or passed to ``merge_call``) different structures.
 
   TensorFlow asserts; this error is also a ``ValueError``.
   """
-  __init__ = Exception.__init__  # lets AutoGraph re-raise it
 
 
 def select_replica_result(i: int, result: Any) -> Any:

@@ -24,8 +24,8 @@ from typing import Any, Callable, Optional
 
 import tensorflow as tf
 
-from compat_distribute import strategy as strategy_lib
-from compat_distribute import strategy_iterators
+from compat_distribute.api import strategy as strategy_lib
+from compat_distribute.api import iterators as strategy_iterators
 
 
 class StrategyV1Methods:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Optional, Sequence
 
-from compat_distribute import context
+from compat_distribute.runtime import context
 
 _UNIQUIFIED_SCOPE = re.compile(r"_\d/")
 _UNIQUIFIED_END = re.compile(r"_\d$")

@@ -27,11 +27,13 @@ from typing import Any, Callable, Optional
 import numpy as np
 import tensorflow as tf
 
+from compat_distribute.runtime.errors import Error
+
 from compat_distribute import _tf_compat
 from compat_distribute import _tf_private
-from compat_distribute import context
-from compat_distribute import devices
-from compat_distribute.trace_types import SameObject
+from compat_distribute.runtime import context
+from compat_distribute.runtime import devices
+from compat_distribute.variables.trace_types import SameObject
 
 _Aggregation = tf.VariableAggregation
 _VALID_AGGREGATIONS = (_Aggregation.NONE, _Aggregation.SUM, _Aggregation.MEAN,
@@ -87,14 +89,13 @@ def create_central_variable(extended: Any, next_creator: Callable[..., Any],
   return wrapper
 
 
-class InvalidAggregationError(ValueError, TypeError):
+class InvalidAggregationError(Error, ValueError, TypeError):
   """An ``aggregation`` that is not a ``tf.VariableAggregation``.
 
   TensorFlow's CentralStorageStrategy means to raise ``ValueError`` but
   fails with a ``TypeError`` while formatting its message; this error is
   both.
   """
-  __init__ = Exception.__init__  # lets AutoGraph re-raise it
 
 
 def _check_aggregation(aggregation: Any, name: Any) -> Any:

@@ -1,0 +1,7 @@
+"""Variables a strategy makes (above ``runtime``).
+
+* ``central``: CentralStorage's variables, one copy on the parameter
+  device, with ``AggregatingVariable`` for several replicas;
+* ``shared``: one set of variables for all replicas of a ``run``;
+* ``trace_types``: the ``tf.function`` trace type of such a variable.
+"""
