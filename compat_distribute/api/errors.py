@@ -11,11 +11,10 @@ compat_distribute.api.errors.DestinationsError: reduce_to takes one destination 
 """
 from __future__ import annotations
 
-from typing import Any
-
 import tensorflow as tf
 
 from compat_distribute.runtime.errors import Error
+from compat_distribute.runtime.types import Destinations
 
 
 class NotAVariableError(Error, TypeError, AttributeError):
@@ -41,7 +40,7 @@ class DestinationsError(Error, ValueError, AssertionError):
   """
 
 
-def check_destinations(destinations: Any, method: str) -> None:
+def check_destinations(destinations: Destinations, method: str) -> None:
   """Refuses several destinations (a list or tuple) for ``method``."""
   if isinstance(destinations, (list, tuple)):
     raise DestinationsError(

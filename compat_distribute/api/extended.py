@@ -8,7 +8,7 @@ object, as in TensorFlow, so it derives from the v1 class (which is itself a
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, ContextManager, Optional, Sequence, Union
 
 import tensorflow as tf
 
@@ -26,6 +26,14 @@ from compat_distribute.api.errors import NotAVariableError
 from compat_distribute.api.errors import check_destinations
 from compat_distribute.replicas import runner
 from compat_distribute.replicas.context import ReplicaContext
+from compat_distribute.runtime.types import ConfigProto
+from compat_distribute.runtime.types import Creator
+from compat_distribute.runtime.types import Destinations
+from compat_distribute.runtime.types import Nest
+from compat_distribute.runtime.types import ReduceOpLike
+from compat_distribute.runtime.types import ReduceOptions
+from compat_distribute.runtime.types import ReplicaFn
+from compat_distribute.runtime.types import StrategyLike
 
 
 _partitioner_warned = False
@@ -55,7 +63,7 @@ class Extended(extended_v1.ExtendedV1Methods,
   _input_pipelines = (1, 0)
   _wrap_single_replica_values = False
 
-  def __init__(self, container_strategy: Any,  # pylint: disable=super-init-not-called
+  def __init__(self, container_strategy: StrategyLike,  # pylint: disable=super-init-not-called
                compute_devices: Sequence[str],
                parameter_devices: Sequence[str]) -> None:
     self._container_strategy_weakref = weakref.ref(container_strategy)
@@ -73,18 +81,18 @@ class Extended(extended_v1.ExtendedV1Methods,
 
   # -- abstract hooks (each strategy implements these) ----------------------
 
-  def _create_variable(self, next_creator: Callable[..., Any],
-                       **kwargs: Any) -> Any:
+  def _create_variable(self, next_creator: Creator,
+                       **kwargs: Any) -> tf.Variable:
     """Creates a variable where the strategy wants it; handles
     ``colocate_with``."""
     raise NotImplementedError
 
-  def _reduce_to(self, reduce_op: Any, value: Any, destinations: Any,
-                 options: Any) -> Any:
+  def _reduce_to(self, reduce_op: ReduceOpLike, value: Nest, destinations: Destinations,
+                 options: ReduceOptions) -> Nest:
     raise NotImplementedError
 
-  def _update(self, var: Any, fn: Callable[..., Any], args: tuple,
-              kwargs: dict, group: bool) -> Any:
+  def _update(self, var: tf.Variable, fn: ReplicaFn, args: tuple,
+              kwargs: dict, group: bool) -> Nest:
     raise NotImplementedError
 
   # -- shared defaults ------------------------------------------------------
@@ -95,8 +103,8 @@ class Extended(extended_v1.ExtendedV1Methods,
     ``OneDeviceStrategy``)."""
     return False
 
-  def _partition_getter(self, getter: Callable[..., Any], *args: Any,
-                        **kwargs: Any) -> Any:
+  def _partition_getter(self, getter: Creator, *args: Any,
+                        **kwargs: Any) -> tf.Variable:
     """The custom getter of the strategy's variable scope: drops the
     ``partitioner`` (with a warning, once) where partitioning is not
     allowed, so one whole variable is made, as in TensorFlow."""
@@ -106,7 +114,7 @@ class Extended(extended_v1.ExtendedV1Methods,
       _warn_partitioner_dropped()
     return getter(*args, **kwargs)
 
-  def _container_strategy(self) -> Any:
+  def _container_strategy(self) -> StrategyLike:
     return self._container_strategy_weakref()
 
   def _input_workers(self) -> input_lib.InputWorkers:
@@ -124,7 +132,7 @@ class Extended(extended_v1.ExtendedV1Methods,
         wrap_single_replica_values=self._wrap_single_replica_values,
         partial_batches=bool(partial))
 
-  def _update_config_proto(self, config_proto: Any) -> Any:
+  def _update_config_proto(self, config_proto: ConfigProto) -> ConfigProto:
     """What ``strategy.update_config_proto`` returns: a copy of
     ``config_proto`` whose ``device_count`` lets a ``tf.compat.v1.Session``
     create every device the strategy uses, and with
@@ -160,21 +168,21 @@ class Extended(extended_v1.ExtendedV1Methods,
   def _use_merge_call(self) -> bool:
     return True
 
-  def _get_local_replica_id(self, replica_id_in_sync_group: Any) -> Any:
+  def _get_local_replica_id(self, replica_id_in_sync_group: Union[int, tf.Tensor]) -> Union[int, tf.Tensor]:
     return replica_id_in_sync_group
 
-  def _get_replica_id_in_sync_group(self, replica_id: Any) -> Any:
+  def _get_replica_id_in_sync_group(self, replica_id: Union[int, tf.Tensor]) -> Union[int, tf.Tensor]:
     return replica_id
 
-  def _variable_creator(self, next_creator: Callable[..., Any],
-                        **kwargs: Any) -> Any:
+  def _variable_creator(self, next_creator: Creator,
+                        **kwargs: Any) -> tf.Variable:
     """The creator ``strategy.scope()`` installs (``context.enter_scope``,
     which also enters ``_default_device`` when set)."""
     kwargs["use_resource"] = True
     kwargs["distribute_strategy"] = self._container_strategy()
     return self._create_variable(next_creator, **kwargs)
 
-  def variable_created_in_scope(self, v: Any) -> bool:
+  def variable_created_in_scope(self, v: tf.Variable) -> bool:
     """True when ``v`` was created inside this strategy's ``scope()``.
 
     Raises:
@@ -188,11 +196,11 @@ class Extended(extended_v1.ExtendedV1Methods,
           "of model.variables).")
     return self._created_in_scope(v)
 
-  def _created_in_scope(self, v: Any) -> bool:
+  def _created_in_scope(self, v: tf.Variable) -> bool:
     return (getattr(v, "_distribute_strategy", None) is
             self._container_strategy())
 
-  def colocate_vars_with(self, colocate_with_variable: Any) -> Any:
+  def colocate_vars_with(self, colocate_with_variable: tf.Variable) -> ContextManager[None]:
     """A scope in which new variables are placed like
     ``colocate_with_variable``.
 
@@ -216,12 +224,12 @@ class Extended(extended_v1.ExtendedV1Methods,
 
     return tf.variable_creator_scope(creator)
 
-  def value_container(self, value: Any) -> Any:
+  def value_container(self, value: Nest) -> Nest:
     """The distributed container holding ``value``, or ``value`` itself."""
     container = getattr(value, "_distributed_container", None)
     return container() if callable(container) else value
 
-  def _local_results(self, value: Any) -> tuple[Any, ...]:
+  def _local_results(self, value: Nest) -> tuple[Nest, ...]:
     if values_lib.is_distributed(value):
       return value.values
     local = getattr(value, "_local_results_for_strategy", None)
@@ -232,7 +240,7 @@ class Extended(extended_v1.ExtendedV1Methods,
                    for i in range(self._num_replicas_in_sync))
     return (value,)
 
-  def _group(self, value: Any, name: Optional[str] = None) -> Any:
+  def _group(self, value: Nest, name: Optional[str] = None) -> Union[tf.Operation, Nest]:
     flat = tf.nest.flatten(self._local_results(value))
     if len(flat) == 1 and name is None:
       # TensorFlow's shortcut: a single op (or the op of a single tensor or
@@ -243,8 +251,8 @@ class Extended(extended_v1.ExtendedV1Methods,
 
   # -- reduction ------------------------------------------------------------
 
-  def reduce_to(self, reduce_op: Any, value: Any, destinations: Any,
-                options: Any = None) -> Any:
+  def reduce_to(self, reduce_op: ReduceOpLike, value: Nest, destinations: Destinations,
+                options: ReduceOptions = None) -> Nest:
     """Combines ``value`` across replicas onto ``destinations``."""
     context.require_cross_replica(self._container_strategy(), "reduce_to",
                                   "ReplicaContext.all_reduce")
@@ -252,8 +260,8 @@ class Extended(extended_v1.ExtendedV1Methods,
     check_destinations(destinations, "reduce_to")
     return self._reduce_to(reduce_op, value, destinations, options)
 
-  def batch_reduce_to(self, reduce_op: Any, value_destination_pairs: Any,
-                      options: Any = None) -> list[Any]:
+  def batch_reduce_to(self, reduce_op: ReduceOpLike, value_destination_pairs: Sequence[tuple[Nest, Destinations]],
+                      options: ReduceOptions = None) -> list[Nest]:
     """``reduce_to`` for a list of ``(value, destinations)`` pairs."""
     context.require_cross_replica(self._container_strategy(),
                                   "batch_reduce_to",
@@ -269,17 +277,17 @@ class Extended(extended_v1.ExtendedV1Methods,
       check_destinations(pair[1], "batch_reduce_to")
     return self._batch_reduce_to(reduce_op, pairs, options)
 
-  def _batch_reduce_to(self, reduce_op: Any, value_destination_pairs: Any,
-                       options: Any) -> list[Any]:
+  def _batch_reduce_to(self, reduce_op: ReduceOpLike, value_destination_pairs: Sequence[tuple[Nest, Destinations]],
+                       options: ReduceOptions) -> list[Nest]:
     return [self._reduce_to(reduce_op, v, d, options)
             for v, d in value_destination_pairs]
 
-  def _reduce(self, reduce_op: Any, value: Any) -> Any:
+  def _reduce(self, reduce_op: ReduceOpLike, value: Nest) -> Nest:
     destination = _current_device() or self._default_device or devices.HOST_CPU
     result = self._reduce_to(reduce_op, value, destination, None)
     return self._local_results(result)[0]
 
-  def _gather(self, value: Any, axis: int) -> Any:
+  def _gather(self, value: Nest, axis: int) -> Nest:
     parts = self._local_results(value)
     if len(parts) == 1:
       return parts[0]
@@ -290,8 +298,8 @@ class Extended(extended_v1.ExtendedV1Methods,
 
   # -- updates --------------------------------------------------------------
 
-  def update(self, var: Any, fn: Callable[..., Any], args: Any = (),
-             kwargs: Optional[dict] = None, group: bool = True) -> Any:
+  def update(self, var: tf.Variable, fn: ReplicaFn, args: Sequence[Nest] = (),
+             kwargs: Optional[dict] = None, group: bool = True) -> Nest:
     """Runs ``fn(var, *args, **kwargs)`` where ``var`` lives; in replica
     context this goes through ``merge_call`` first."""
     kwargs = dict(kwargs or {})
@@ -322,8 +330,8 @@ class Extended(extended_v1.ExtendedV1Methods,
     """How replicas run is decided in one place: ``replicas.runner``."""
     return runner.call_for_each_replica(self, fn, args, kwargs)
 
-  def call_for_each_replica(self, fn: Callable[..., Any], args: Any = (),
-                            kwargs: Optional[dict] = None) -> Any:
+  def call_for_each_replica(self, fn: ReplicaFn, args: Sequence[Nest] = (),
+                            kwargs: Optional[dict] = None) -> Nest:
     """Runs ``fn`` once per replica (the v1 spelling of ``run``)."""
     context.require_cross_replica(self._container_strategy(),
                                   "call_for_each_replica")

@@ -15,7 +15,7 @@ in TensorFlow); strategies may override the ``_`` hooks.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Optional, Sequence
 
 import tensorflow as tf
 
@@ -25,6 +25,11 @@ from compat_distribute.runtime import context
 from compat_distribute.values import distributed as values_lib
 from compat_distribute.api.errors import DestinationsError
 from compat_distribute.api.errors import NotAVariableError
+from compat_distribute.runtime.types import Destinations
+from compat_distribute.runtime.types import Nest
+from compat_distribute.runtime.types import ReplicaFn
+from compat_distribute.runtime.types import Session
+from compat_distribute.runtime.types import TensorLike
 
 
 class ExtendedV1Methods:
@@ -35,7 +40,7 @@ class ExtendedV1Methods:
   # distribute_datasets_from_function: see input.options.settings_from.
   _per_replica_input_is_per_worker = False
 
-  def read_var(self, v: Any) -> tf.Tensor:
+  def read_var(self, v: tf.Variable) -> tf.Tensor:
     """The value of variable ``v`` as a tensor.
 
     Variables here have a single copy, so this is a read; TensorFlow
@@ -43,7 +48,7 @@ class ExtendedV1Methods:
     """
     return tf.identity(v)
 
-  def broadcast_to(self, tensor: Any, destinations: Any) -> Any:
+  def broadcast_to(self, tensor: TensorLike, destinations: Destinations) -> Nest:
     """Copies ``tensor`` to ``destinations`` (a device string or a
     variable, whose device is used)."""
     context.require_cross_replica(self._container_strategy(), "broadcast_to")
@@ -58,7 +63,7 @@ class ExtendedV1Methods:
       destinations = getattr(destinations, "device", None) or destinations
     return self._broadcast_to(tensor, destinations)
 
-  def _broadcast_to(self, tensor: Any, destinations: Any) -> Any:
+  def _broadcast_to(self, tensor: TensorLike, destinations: Destinations) -> Nest:
     if (isinstance(tensor, (int, float)) or
         len(self._compute_devices) == 1):
       # Python numbers stay unconverted so their dtype follows their use
@@ -74,9 +79,9 @@ class ExtendedV1Methods:
     del var_list
     return self.parameter_devices
 
-  def update_non_slot(self, colocate_with: Any, fn: Callable[..., Any],
-                      args: Any = (), kwargs: Optional[dict] = None,
-                      group: bool = True) -> Any:
+  def update_non_slot(self, colocate_with: Any, fn: ReplicaFn,
+                      args: Sequence[Nest] = (), kwargs: Optional[dict] = None,
+                      group: bool = True) -> Nest:
     """Runs ``fn(*args, **kwargs)`` once, on the device(s)
     ``colocate_with`` (from ``non_slot_devices``) names."""
     strategy = self._container_strategy()
@@ -87,8 +92,8 @@ class ExtendedV1Methods:
       return self._update_non_slot(colocate_with, fn, tuple(args),
                                    dict(kwargs or {}), group)
 
-  def _update_non_slot(self, colocate_with: Any, fn: Callable[..., Any],
-                       args: tuple, kwargs: dict, group: bool) -> Any:
+  def _update_non_slot(self, colocate_with: Any, fn: ReplicaFn,
+                       args: tuple, kwargs: dict, group: bool) -> Nest:
     device = colocate_with
     if isinstance(device, (list, tuple)):
       device = device[0] if device else self._parameter_devices[0]
@@ -105,8 +110,8 @@ class ExtendedV1Methods:
       return result
     return tf.nest.map_structure(self._local_results, result)
 
-  def experimental_make_numpy_dataset(self, numpy_input: Any,
-                                      session: Any = None) -> Any:
+  def experimental_make_numpy_dataset(self, numpy_input: Nest,
+                                      session: Optional[Session] = None) -> tf.data.Dataset:
     """A dataset of ``numpy_input``'s slices on the input host; in graph
     mode the data is fed in through ``session``."""
     context.require_cross_replica(self._container_strategy(),
@@ -114,9 +119,9 @@ class ExtendedV1Methods:
     return input_lib.make_numpy_dataset(self._input_workers(), numpy_input,
                                         session)
 
-  def experimental_run_steps_on_iterator(self, fn: Callable[..., Any],
+  def experimental_run_steps_on_iterator(self, fn: ReplicaFn,
                                          iterator: Any, iterations: int = 1,
-                                         initial_loop_values: Any = None
+                                         initial_loop_values: Nest = None
                                          ) -> Any:
     """Not provided (as in TensorFlow, whose ``OneDeviceStrategy`` alone
     keeps this deprecated API)."""

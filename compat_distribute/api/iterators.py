@@ -26,6 +26,8 @@ from compat_distribute.runtime.errors import Error
 
 from compat_distribute import input as input_lib
 from compat_distribute.runtime.logs import warn_deprecated_once
+from compat_distribute.runtime.types import ReplicaFn
+from compat_distribute.runtime.types import Nest
 
 InputReplicationMode = tf.distribute.InputReplicationMode
 
@@ -83,8 +85,8 @@ class IteratorMethods:
 
   # -- running ----------------------------------------------------------------
 
-  def experimental_run(self, fn: Callable[..., Any],
-                       input_iterator: Optional[Any] = None) -> Any:
+  def experimental_run(self, fn: ReplicaFn,
+                       input_iterator: Optional[Any] = None) -> Nest:
     """Deprecated: runs ``fn(inputs)`` on every replica, each replica getting
     its own part of one ``input_iterator.get_next()``.
 
@@ -116,7 +118,7 @@ class NotAnIteratorError(Error, TypeError, AttributeError):
   (TensorFlow: ``AttributeError``); this error is also a ``TypeError``."""
 
 
-def _check_callable_without_args(fn: Callable[..., Any]) -> None:
+def _check_callable_without_args(fn: ReplicaFn) -> None:
   """Raises ``TypeError`` if ``fn`` has a required parameter."""
   target = getattr(fn, "python_function", fn)  # a tf.function's Python body
   try:

@@ -19,10 +19,11 @@ from typing import Any, Iterable
 import tensorflow as tf
 
 from compat_distribute import _tf_private
+from compat_distribute.runtime.types import ConfigProto
 
 
-def updated(config_proto: Any, devices: Iterable[str],
-            isolate_session_state: bool) -> Any:
+def updated(config_proto: ConfigProto, devices: Iterable[str],
+            isolate_session_state: bool) -> ConfigProto:
   """A copy of ``config_proto`` that creates every one of ``devices`` (and
   sets ``isolate_session_state`` if asked); the original is unchanged."""
   config = tf.compat.v1.ConfigProto()

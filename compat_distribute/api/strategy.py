@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import collections.abc
 import math
-from typing import Any, Callable, Optional
+from typing import Callable, ContextManager, NoReturn, Optional, Sequence, Union
 
 import tensorflow as tf
 
@@ -27,6 +27,16 @@ from compat_distribute import input as input_lib
 from compat_distribute.values import reduce as reduce_lib
 from compat_distribute.api import iterators as strategy_iterators
 from compat_distribute.values import distributed as values_lib
+from compat_distribute.runtime.types import Axis
+from compat_distribute.runtime.types import ConfigProto
+from compat_distribute.runtime.types import ExtendedLike
+from compat_distribute.runtime.types import Nest
+from compat_distribute.runtime.types import ReduceOpLike
+from compat_distribute.runtime.types import ReplicaFn
+from compat_distribute.runtime.types import TensorLike
+from compat_distribute.runtime.types import StrategyLike
+from compat_distribute.runtime.types import InputOptions
+from compat_distribute.runtime.types import RunOptions
 
 _executing_eagerly = tf.executing_eagerly
 class StrategyMethods:
@@ -36,17 +46,17 @@ class StrategyMethods:
   TensorFlow documents is ours.
   """
 
-  def __init__(self, extended: Any) -> None:  # pylint: disable=super-init-not-called
+  def __init__(self, extended: ExtendedLike) -> None:  # pylint: disable=super-init-not-called
     self._extended = extended
     self._scale_loss_for_estimator = False
-    self._mean_reduce_helper_fns: dict[Any, Any] = {}
-    self._reduce_sum_fns: dict[Any, Any] = {}
+    self._mean_reduce_helper_fns: dict[object, Callable[..., Nest]] = {}
+    self._reduce_sum_fns: dict[object, Callable[..., Nest]] = {}
     self._should_use_with_coordinator = False
 
   def __repr__(self) -> str:
     return f"{type(self).__name__}()"
 
-  def update_config_proto(self, config_proto: Any) -> Any:
+  def update_config_proto(self, config_proto: ConfigProto) -> ConfigProto:
     """A modified copy of ``config_proto`` for running this strategy in a
     ``tf.compat.v1.Session``; ``config_proto`` itself is left unchanged.
 
@@ -63,18 +73,18 @@ class StrategyMethods:
           "the returned copy to tf.compat.v1.Session(config=...).")
     return self._extended._update_config_proto(config_proto)  # pylint: disable=protected-access
 
-  def unwrap(self, value: Any) -> tuple[Any, ...]:
+  def unwrap(self, value: Nest) -> tuple[Nest, ...]:
     """Deprecated name of ``experimental_local_results``."""
     warn_deprecated_once("Strategy.unwrap",
                          "Strategy.experimental_local_results")
     return self.experimental_local_results(value)
 
-  def colocate_vars_with(self, colocate_with_variable: Any) -> Any:
+  def colocate_vars_with(self, colocate_with_variable: tf.Variable) -> ContextManager[None]:
     """Deprecated spelling of ``strategy.extended.colocate_vars_with``."""
     return self._extended.colocate_vars_with(colocate_with_variable)
 
-  def configure(self, session_config: Optional[Any] = None,
-                cluster_spec: Any = None, task_type: Optional[str] = None,
+  def configure(self, session_config: Optional[ConfigProto] = None,
+                cluster_spec: Optional[object] = None, task_type: Optional[str] = None,
                 task_id: Optional[int] = None) -> None:
     """Deprecated: updates ``session_config`` in place with
     ``update_config_proto``.  These strategies run on one machine, so a
@@ -89,18 +99,18 @@ class StrategyMethods:
     if session_config is not None:
       session_config.CopyFrom(self.update_config_proto(session_config))
 
-  def __deepcopy__(self, memo: dict) -> Any:
+  def __deepcopy__(self, memo: dict) -> StrategyLike:
     """A new strategy with the same configuration (its own scope and
     variables), as TensorFlow's deep copy gives."""
     copied = self._with_same_configuration()
     memo[id(self)] = copied
     return copied
 
-  def _with_same_configuration(self) -> Any:
+  def _with_same_configuration(self) -> StrategyLike:
     raise NotImplementedError(
         f"{type(self).__name__} cannot be deep-copied; make a new strategy.")
 
-  def __copy__(self) -> Any:
+  def __copy__(self) -> NoReturn:
     raise RuntimeError(
         f"A shallow copy of {self!r} would share its scope and variables "
         "with the original, so it is not allowed (as in TensorFlow). Use "
@@ -110,7 +120,7 @@ class StrategyMethods:
   # -- basic properties -----------------------------------------------------
 
   @property
-  def extended(self) -> Any:
+  def extended(self) -> ExtendedLike:
     """The strategy's ``StrategyExtended`` with lower-level methods."""
     return self._extended
 
@@ -135,8 +145,8 @@ class StrategyMethods:
 
   # -- running --------------------------------------------------------------
 
-  def run(self, fn: Callable[..., Any], args: Any = (),
-          kwargs: Optional[dict] = None, options: Any = None) -> Any:
+  def run(self, fn: ReplicaFn, args: Sequence[Nest] = (),
+          kwargs: Optional[dict] = None, options: RunOptions = None) -> Nest:
     """Runs ``fn(*args, **kwargs)`` once per replica and returns the
     per-replica results (a plain value with one replica)."""
     del options
@@ -169,16 +179,16 @@ class StrategyMethods:
     finally:
       context.exit_scope(token)
 
-  def experimental_run_v2(self, fn: Callable[..., Any], args: Any = (),
+  def experimental_run_v2(self, fn: ReplicaFn, args: Sequence[Nest] = (),
                           kwargs: Optional[dict] = None,
-                          options: Any = None) -> Any:
+                          options: RunOptions = None) -> Nest:
     """Deprecated name of ``run``."""
     warn_deprecated_once("Strategy.experimental_run_v2", "Strategy.run")
     return self.run(fn, args=args, kwargs=kwargs, options=options)
 
   # -- reducing -------------------------------------------------------------
 
-  def reduce(self, reduce_op: Any, value: Any, axis: Optional[int]) -> Any:
+  def reduce(self, reduce_op: ReduceOpLike, value: Nest, axis: Optional[int]) -> Nest:
     """Combines per-replica ``value`` into one tensor on the current device.
 
     With ``axis``, each replica's tensor is also reduced along that axis;
@@ -208,7 +218,7 @@ class StrategyMethods:
     count = self._extended._reduce(reduce_lib.ReduceOp.SUM, counts)  # pylint: disable=protected-access
     return tf.math.truediv(total, tf.cast(count, total.dtype))
 
-  def _check_own_value(self, value: Any, method: str) -> None:
+  def _check_own_value(self, value: Nest, method: str) -> None:
     for leaf in tf.nest.flatten(value):
       if not values_lib.is_distributed(leaf):
         continue
@@ -220,12 +230,12 @@ class StrategyMethods:
             "was made by a different strategy. Reduce it with the strategy "
             "whose `run` or dataset produced it.")
 
-  def experimental_local_results(self, value: Any) -> tuple[Any, ...]:
+  def experimental_local_results(self, value: Nest) -> tuple[Nest, ...]:
     """The per-replica parts of ``value`` as a tuple (``(value,)`` for a
     plain value)."""
     return self._extended._local_results(value)  # pylint: disable=protected-access
 
-  def gather(self, value: Any, axis: int) -> Any:
+  def gather(self, value: Nest, axis: int) -> Nest:
     """Concatenates ``value``'s per-replica parts along ``axis`` onto the
     current device."""
     context.require_cross_replica(self, "Strategy.gather",
@@ -237,27 +247,27 @@ class StrategyMethods:
     self._check_own_value(value, "gather")
     return self._extended._gather(value, axis)  # pylint: disable=protected-access
 
-  def group(self, value: Any, name: Optional[str] = None) -> Any:
+  def group(self, value: Nest, name: Optional[str] = None) -> Union[tf.Operation, Nest]:
     """``tf.group`` of all per-replica parts of ``value``."""
     return self._extended._group(value, name)  # pylint: disable=protected-access
 
   # -- input ----------------------------------------------------------------
 
-  def experimental_distribute_dataset(self, dataset: Any,
-                                      options: Any = None) -> Any:
+  def experimental_distribute_dataset(self, dataset: tf.data.Dataset,
+                                      options: InputOptions = None) -> tf.distribute.DistributedDataset:
     """Distributes a dataset of global batches over the replicas."""
     return input_lib.distribute_dataset(self._extended._input_workers(),
                                         dataset, options)
 
-  def distribute_datasets_from_function(self, dataset_fn: Callable[..., Any],
-                                        options: Any = None) -> Any:
+  def distribute_datasets_from_function(self, dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset],
+                                        options: InputOptions = None) -> tf.distribute.DistributedDataset:
     """Distributes the dataset(s) ``dataset_fn(input_context)`` returns;
     they yield per-replica batches."""
     return input_lib.distribute_datasets_from_function(
         self._extended._input_workers(), dataset_fn, options)
 
   def experimental_distribute_datasets_from_function(
-      self, dataset_fn: Callable[..., Any], options: Any = None) -> Any:
+      self, dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset], options: InputOptions = None) -> tf.distribute.DistributedDataset:
     """Deprecated name of ``distribute_datasets_from_function``."""
     warn_deprecated_once(
         "Strategy.experimental_distribute_datasets_from_function",
@@ -265,12 +275,12 @@ class StrategyMethods:
     return self.distribute_datasets_from_function(dataset_fn, options)
 
   def experimental_distribute_values_from_function(
-      self, value_fn: Callable[..., Any]) -> Any:
+      self, value_fn: Callable[[tf.distribute.experimental.ValueContext], Nest]) -> Nest:
     """One value per replica: ``value_fn(ValueContext)`` for each."""
     return input_lib.distribute_values_from_function(
         self._extended._input_workers(), value_fn)
 
-  def experimental_make_numpy_dataset(self, numpy_input: Any) -> Any:
+  def experimental_make_numpy_dataset(self, numpy_input: Nest) -> tf.data.Dataset:
     """A ``tf.data.Dataset`` of the slices of ``numpy_input``, kept on the
     input host."""
     return input_lib.make_numpy_dataset(self._extended._input_workers(),
@@ -278,8 +288,8 @@ class StrategyMethods:
 
   # -- logical devices (one per replica here) -------------------------------
 
-  def experimental_assign_to_logical_device(self, tensor: Any,
-                                            logical_device_id: int) -> Any:
+  def experimental_assign_to_logical_device(self, tensor: TensorLike,
+                                            logical_device_id: int) -> TensorLike:
     """Annotates ``tensor`` for logical device ``logical_device_id``.
 
     These strategies have one logical device per replica, so the only valid
@@ -292,13 +302,13 @@ class StrategyMethods:
           "is 0.")
     return tensor
 
-  def experimental_replicate_to_logical_devices(self, tensor: Any) -> Any:
+  def experimental_replicate_to_logical_devices(self, tensor: TensorLike) -> TensorLike:
     """Annotates ``tensor`` as replicated over the replica's logical devices
     (just one here, so ``tensor`` is returned as it is)."""
     return tensor
 
-  def experimental_split_to_logical_devices(self, tensor: Any,
-                                            partition_dimensions: Any) -> Any:
+  def experimental_split_to_logical_devices(self, tensor: TensorLike,
+                                            partition_dimensions: Sequence[int]) -> TensorLike:
     """Annotates ``tensor`` as split over logical devices.
 
     With one logical device per replica, ``partition_dimensions`` must have
@@ -322,11 +332,12 @@ class StrategyMethods:
     return tensor
 
 
-def _sum_along(value: Any, axis: int) -> Any:
+def _sum_along(value: Nest, axis: int) -> Nest:
   return tf.reduce_sum(value, axis=axis)
 
 
-def _sum_and_count_along(value: Any, axis: Any) -> tuple[Any, Any]:
+def _sum_and_count_along(value: Nest, axis: Axis
+                         ) -> tuple[tf.Tensor, tf.Tensor]:
   """The sum along ``axis`` (an int or a tuple/list of them) and how many
   elements it summed; a count known while tracing is a constant."""
   if not isinstance(value, tf.RaggedTensor):

@@ -20,12 +20,15 @@ True
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Optional
 
 import tensorflow as tf
 
 from compat_distribute.api import strategy as strategy_lib
 from compat_distribute.api import iterators as strategy_iterators
+from compat_distribute.runtime.types import Nest
+from compat_distribute.runtime.types import ReduceOpLike
+from compat_distribute.runtime.types import Session
 
 
 class StrategyV1Methods:
@@ -33,8 +36,8 @@ class StrategyV1Methods:
   default ``axis``).  Mixed in ahead of ``StrategyMethods``; the input
   iterator methods both generations share are in ``strategy_iterators``."""
 
-  def experimental_make_numpy_dataset(self, numpy_input: Any,
-                                      session: Optional[Any] = None) -> Any:
+  def experimental_make_numpy_dataset(self, numpy_input: Nest,
+                                      session: Optional[Session] = None) -> tf.data.Dataset:
     """A ``tf.data.Dataset`` of the slices of ``numpy_input`` (a nest of
     arrays), kept on the input host.
 
@@ -47,8 +50,8 @@ class StrategyV1Methods:
 
   # -- reducing ----------------------------------------------------------------
 
-  def reduce(self, reduce_op: Any, value: Any,
-             axis: Optional[int] = None) -> Any:
+  def reduce(self, reduce_op: ReduceOpLike, value: Nest,
+             axis: Optional[int] = None) -> Nest:
     """``Strategy.reduce``; in the v1 API ``axis`` defaults to None (reduce
     across replicas only)."""
     return strategy_lib.StrategyMethods.reduce(self, reduce_op, value, axis)

@@ -27,6 +27,7 @@ from typing import Any, Optional
 
 import tensorflow as tf
 
+from compat_distribute import _tf_private
 from compat_distribute.runtime.errors import Error
 
 TASK_TYPES = ("chief", "worker", "ps", "evaluator")
@@ -183,7 +184,6 @@ def describe_task(info: TaskInfo) -> str:
 
 
 def _local_gpus() -> int:
-  from compat_distribute import _tf_private  # pylint: disable=g-import-not-at-top
   return len(_tf_private.list_logical_devices("GPU"))
 
 

@@ -39,6 +39,8 @@ import numpy as np
 from absl import app
 from absl import flags
 
+from compat_distribute.cluster import local as local_cluster
+from compat_distribute.demo import cluster as cluster_demo
 from compat_distribute.demo import common
 from compat_distribute.demo.common import CLASSES
 from compat_distribute.demo.common import FEATURES
@@ -284,8 +286,6 @@ def _report(title: str, ours: Result, native: Result, about: dict) -> int:
 
 def _main_cluster(shape: str) -> int:
   """``--cluster WxP``: the v1 program on a local cluster."""
-  from compat_distribute.demo import cluster as cluster_demo  # pylint: disable=g-import-not-at-top
-  from compat_distribute.cluster import local as local_cluster  # pylint: disable=g-import-not-at-top
   try:
     workers, ps = local_cluster.parse_shape(shape)
   except ValueError as e:

@@ -22,7 +22,7 @@ strategy is read here.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import tensorflow as tf
 
@@ -36,6 +36,9 @@ from compat_distribute.input.iterator import DistributedIterator
 from compat_distribute.input.iterator_v1 import InputIterator
 from compat_distribute.input.value_fn import distribute_values_from_function
 from compat_distribute.input.workers import InputWorkers
+from compat_distribute.runtime.types import InputOptions
+from compat_distribute.runtime.types import Nest
+from compat_distribute.runtime.types import Session
 
 __all__ = [
     "DistributedDataset", "DistributedIterator", "InputContext",
@@ -46,7 +49,7 @@ __all__ = [
 
 
 def distribute_dataset(workers: InputWorkers, dataset: tf.data.Dataset,
-                       options: Any) -> DistributedDataset:
+                       options: InputOptions) -> DistributedDataset:
   """``experimental_distribute_dataset``: each global batch of ``dataset``
   is split over the replicas (one replica: passed through)."""
   method = "experimental_distribute_dataset"
@@ -60,7 +63,7 @@ def distribute_dataset(workers: InputWorkers, dataset: tf.data.Dataset,
 
 def distribute_datasets_from_function(workers: InputWorkers,
                                       dataset_fn: Callable[[Any], Any],
-                                      options: Any) -> DistributedDataset:
+                                      options: InputOptions) -> DistributedDataset:
   """``distribute_datasets_from_function``: ``dataset_fn`` is called once
   with ``InputContext(1, 0, num_replicas)``; its elements go to replicas
   0, 1, ..., n-1, 0, ... in turn."""
@@ -78,8 +81,8 @@ def distribute_datasets_from_function(workers: InputWorkers,
       strategy=workers.strategy)
 
 
-def make_numpy_dataset(workers: InputWorkers, numpy_input: Any,
-                       session: Any) -> tf.data.Dataset:
+def make_numpy_dataset(workers: InputWorkers, numpy_input: Nest,
+                       session: Optional[Session]) -> tf.data.Dataset:
   """``experimental_make_numpy_dataset`` on the strategy's input device."""
   return numpy_lib.make_numpy_dataset(
       workers.host, numpy_input, session)

@@ -17,6 +17,7 @@ from compat_distribute.input import options as options_lib
 from compat_distribute.input import rebatch
 from compat_distribute.input.workers import InputWorkers
 from compat_distribute.runtime.errors import Error
+from compat_distribute.runtime.types import SpecNest
 
 # A dataset's cardinality: a NumPy int64 eagerly, else a Python int.
 Cardinality = Union[int, np.int64]
@@ -54,7 +55,7 @@ def _prefetch(dataset: tf.data.Dataset, steps: int) -> tf.data.Dataset:
   return dataset.prefetch(steps) if steps > 0 else dataset
 
 
-def check_dataset(dataset: Any, method: str) -> None:
+def check_dataset(dataset: tf.data.Dataset, method: str) -> None:
   """Raises ``NotADatasetError`` unless ``dataset`` is a ``tf.data.Dataset``."""
   if not isinstance(dataset, tf.data.Dataset):
     raise NotADatasetError(
@@ -101,7 +102,7 @@ def partial_rounds_wanted(workers: InputWorkers, dataset: tf.data.Dataset,
   return not _has_static_shapes(dataset.element_spec)
 
 
-def _has_static_shapes(element_spec: Any) -> bool:
+def _has_static_shapes(element_spec: SpecNest) -> bool:
   for spec in tf.nest.flatten(element_spec):
     if isinstance(spec, (tf.SparseTensorSpec, tf.RaggedTensorSpec)):
       if spec.shape.rank and spec.shape[0] is None:

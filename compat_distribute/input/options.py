@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
-from typing import Any
+
 
 import tensorflow as tf
 
 from compat_distribute.runtime.errors import Error
+from compat_distribute.runtime.types import InputOptions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,7 +52,7 @@ class NotInputOptionsError(Error, TypeError, AttributeError):
   """
 
 
-def settings_from(options: Any, method: str,
+def settings_from(options: InputOptions, method: str,
                   may_ignore_placement: bool = False,
                   per_replica_fetch_is_per_worker: bool = False
                   ) -> InputSettings:

@@ -18,6 +18,7 @@ from compat_distribute.runtime.errors import Error
 from compat_distribute.input import contexts
 from compat_distribute.input import layout as layout_lib
 from compat_distribute.input.workers import InputWorkers
+from compat_distribute.runtime.types import Nest
 
 
 class ReplicaValuesMismatchError(Error, ValueError, AssertionError):
@@ -27,7 +28,7 @@ class ReplicaValuesMismatchError(Error, ValueError, AssertionError):
   """
 
 
-def _check_same_structure(values: list[Any]) -> None:
+def _check_same_structure(values: list[Nest]) -> None:
   for i, value in enumerate(values[1:], start=1):
     try:
       tf.nest.assert_same_structure(values[0], value)
@@ -41,7 +42,7 @@ def _check_same_structure(values: list[Any]) -> None:
 
 
 def distribute_values_from_function(workers: InputWorkers,
-                                    value_fn: Callable[[Any], Any]) -> Any:
+                                    value_fn: Callable[[Any], Any]) -> Nest:
   """Calls ``value_fn(ValueContext(i, n))`` for each replica ``i``.
 
   With one replica the result is ``value_fn``'s return value as it is (as

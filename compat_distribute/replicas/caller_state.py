@@ -9,29 +9,34 @@ undoes it when the replica ends).
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable, ContextManager, Optional
 
 import tensorflow as tf
 
 from compat_distribute import _tf_private
+from compat_distribute.runtime.types import Nest
 
 _get_default_graph = tf.compat.v1.get_default_graph
 
+# A thread's summary writer, step and recording condition (TensorFlow's
+# private summary state holds them; their types are its own).
+SummarySnapshot = tuple[object, Optional[tf.Variable], object]
 
-def summary_snapshot() -> tuple[Any, Any, Any]:
+
+def summary_snapshot() -> SummarySnapshot:
   """The calling thread's summary writer, step and recording condition
   (TensorFlow keeps them per thread)."""
   state = _tf_private.summary_state()
   return state.writer, state.step, state.is_recording
 
 
-def restore_summary(snapshot: tuple[Any, Any, Any]) -> None:
+def restore_summary(snapshot: SummarySnapshot) -> None:
   """Makes ``snapshot`` the calling thread's summary state again."""
   state = _tf_private.summary_state()
   state.writer, state.step, state.is_recording = snapshot
 
 
-def keeping_summary_state(call: Callable[[], Any]) -> Any:
+def keeping_summary_state(call: Callable[[], Nest]) -> Nest:
   """Returns ``call()``, then puts back the calling thread's summary
   writer, step and recording condition.
 
@@ -139,18 +144,18 @@ class BorrowedState:
       self.__exit__(None, None, None)
       raise
 
-  def _install_summary_state(self, summary: tuple[Any, Any, Any]) -> None:
+  def _install_summary_state(self, summary: SummarySnapshot) -> None:
     """The caller's summary writer, step and record_if condition, which
     TensorFlow keeps per thread."""
     old = summary_snapshot()
     self._undo.append(lambda: restore_summary(old))
     restore_summary(summary)
 
-  def _enter(self, manager: Any) -> None:
+  def _enter(self, manager: ContextManager[object]) -> None:
     manager.__enter__()
     self._undo.append(lambda: manager.__exit__(None, None, None))
 
-  def _install(self, stack: list[Any], creators: list[Any]) -> None:
+  def _install(self, stack: list[Nest], creators: list[Nest]) -> None:
     """Gives the current default graph, on this thread, copies of the
     caller's strategy stack and variable creators."""
     graph = _get_default_graph()
@@ -165,7 +170,7 @@ class BorrowedState:
     _tf_private.set_strategy_stack(graph, list(stack))
     _tf_private.set_variable_creator_stack(graph, list(creators))
 
-  def __exit__(self, *exc: Any) -> None:
+  def __exit__(self, *exc: object) -> None:
     """Undoes everything, innermost first; every step runs."""
     error = None
     while self._undo:

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Optional
+from typing import Callable, ContextManager, Optional, Sequence, Union
 
 import tensorflow as tf
 
@@ -21,6 +21,11 @@ from compat_distribute import _tf_private
 from compat_distribute.runtime import context
 from compat_distribute.values import reduce as reduce_lib
 from compat_distribute.variables import central as variables_lib
+from compat_distribute.runtime.types import MergeFn
+from compat_distribute.runtime.types import Nest
+from compat_distribute.runtime.types import ReduceOpLike
+from compat_distribute.runtime.types import ReduceOptions
+from compat_distribute.runtime.types import StrategyLike
 
 _NO_SCOPE = contextlib.nullcontext()
 
@@ -33,7 +38,7 @@ class ReplicaContext(tf.distribute.ReplicaContext,
   whose ``_merge_call`` synchronises the replica threads.
   """
 
-  def __init__(self, strategy: Any, replica_id_in_sync_group: int) -> None:  # pylint: disable=super-init-not-called
+  def __init__(self, strategy: StrategyLike, replica_id_in_sync_group: int) -> None:  # pylint: disable=super-init-not-called
     # TensorFlow's __init__ registers TF's own thread mode; ours is below.
     self._strategy = strategy
     self._replica_id_in_sync_group = replica_id_in_sync_group
@@ -45,7 +50,7 @@ class ReplicaContext(tf.distribute.ReplicaContext,
     self._records_summaries = (
         None if strategy.num_replicas_in_sync == 1 else
         _is_replica_zero(replica_id_in_sync_group))
-    self._saved_summary_flags: list[Any] = []
+    self._saved_summary_flags: list[Nest] = []
 
   def __repr__(self) -> str:
     return (f"{type(self).__name__}(strategy={self._strategy!r}, "
@@ -68,7 +73,7 @@ class ReplicaContext(tf.distribute.ReplicaContext,
   # -- identity -------------------------------------------------------------
 
   @property
-  def strategy(self) -> Any:
+  def strategy(self) -> StrategyLike:
     """The strategy running this replica."""
     return self._strategy
 
@@ -98,8 +103,8 @@ class ReplicaContext(tf.distribute.ReplicaContext,
 
   # -- synchronisation ------------------------------------------------------
 
-  def merge_call(self, merge_fn: Callable[..., Any], args: Any = (),
-                 kwargs: Optional[dict] = None) -> Any:
+  def merge_call(self, merge_fn: MergeFn, args: Sequence[Nest] = (),
+                 kwargs: Optional[dict] = None) -> Nest:
     """Runs ``merge_fn(strategy, *args, **kwargs)`` once, in cross-replica
     context, with every replica's ``args`` grouped into per-replica values;
     each replica gets back its own part of the result.
@@ -122,12 +127,12 @@ class ReplicaContext(tf.distribute.ReplicaContext,
     merge_fn = _tf_compat.convert_as_caller(merge_fn, convert_by_default=False)
     return self._merge_call(merge_fn, tuple(args), dict(kwargs or {}))
 
-  def _merge_call(self, merge_fn: Callable[..., Any], args: tuple,
-                  kwargs: dict) -> Any:
+  def _merge_call(self, merge_fn: MergeFn, args: tuple,
+                  kwargs: dict) -> Nest:
     with context.CrossReplicaFromReplica(self._strategy):
       return merge_fn(self._strategy, *args, **kwargs)
 
-  def all_reduce(self, reduce_op: Any, value: Any, options: Any = None) -> Any:
+  def all_reduce(self, reduce_op: ReduceOpLike, value: Nest, options: ReduceOptions = None) -> Nest:
     """Reduces ``value`` (a nest of tensors) across replicas; every replica
     receives the result."""
     del options
@@ -137,7 +142,7 @@ class ReplicaContext(tf.distribute.ReplicaContext,
       return tf.nest.map_structure(_identity, value)
     return self._all_reduce(reduce_op, value)
 
-  def all_gather(self, value: Any, axis: int, options: Any = None) -> Any:
+  def all_gather(self, value: Nest, axis: int, options: ReduceOptions = None) -> Nest:
     """Concatenates ``value`` from every replica along ``axis``; every
     replica receives the result."""
     del options
@@ -165,7 +170,7 @@ class ReplicaContext(tf.distribute.ReplicaContext,
 
   # -- several replicas: everything goes through merge_call ----------------
 
-  def _all_reduce(self, reduce_op: Any, value: Any) -> Any:
+  def _all_reduce(self, reduce_op: ReduceOpLike, value: Nest) -> Nest:
     """All-reduce for several replicas: ``batch_reduce_to`` in ``merge_fn``,
     each replica getting the copy on its own device.
 
@@ -196,7 +201,7 @@ class ReplicaContext(tf.distribute.ReplicaContext,
         for v in flat])
     return reduced[0] if single else tf.nest.pack_sequence_as(value, reduced)
 
-  def _all_gather(self, value: Any, axis: int) -> Any:
+  def _all_gather(self, value: Nest, axis: int) -> Nest:
     """All-gather for several replicas: ``_gather_to`` in ``merge_fn``.
 
     The gradient for one replica is its own slice (along ``axis``) of the
@@ -227,20 +232,20 @@ class ReplicaContext(tf.distribute.ReplicaContext,
     return tf.nest.pack_sequence_as(value, gather_with_gradient(*flat))
 
 
-def _is_replica_zero(replica_id: Any) -> Any:
+def _is_replica_zero(replica_id: Union[int, tf.Tensor]) -> Union[bool, Callable[[], tf.Tensor]]:
   """A summary-recording condition true only on replica 0."""
   if not isinstance(replica_id, int) and tf.is_tensor(replica_id):
     return lambda: tf.equal(replica_id, 0)
   return replica_id == 0
 
 
-def _identity(value: Any) -> Any:
+def _identity(value: Nest) -> Nest:
   if isinstance(value, tf.IndexedSlices):
     return value
   return tf.identity(value)
 
 
-def first_replica_variable_scope() -> Any:
+def first_replica_variable_scope() -> ContextManager[None]:
   """The scope replica 0 of a CentralStorage run builds its graph in: the
   caller's v1 variable scope entered again, as TensorFlow's mirrored
   replicas do.
@@ -261,7 +266,7 @@ def first_replica_variable_scope() -> Any:
   return tf.compat.v1.variable_scope(tf.compat.v1.get_variable_scope())
 
 
-def reentered_variable_scope() -> Any:
+def reentered_variable_scope() -> ContextManager[None]:
   """The scope in which TensorFlow's mirrored replicas (CentralStorage's)
   run ``merge_fn``: the replica's v1 variable scope entered once more.
 

@@ -46,7 +46,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import weakref
-from typing import Any, Callable, Optional
+from typing import Any, ContextManager, Optional
 
 import tensorflow as tf
 
@@ -61,14 +61,19 @@ from compat_distribute.values import distributed as values_lib
 from compat_distribute.replicas.context import ReplicaContext
 from compat_distribute.replicas.context import first_replica_variable_scope
 from compat_distribute.replicas.context import reentered_variable_scope
+from compat_distribute.runtime.types import ExtendedLike
+from compat_distribute.runtime.types import MergeFn
+from compat_distribute.runtime.types import Nest
+from compat_distribute.runtime.types import ReplicaFn
+from compat_distribute.runtime.types import StrategyLike
 
 _get_default_graph = tf.compat.v1.get_default_graph
 _PolymorphicFunction = _tf_compat.PolymorphicFunction
 _device = _tf_private.device  # tf.device, cheaper while tracing
 
 
-def call_for_each_replica(extended: Any, fn: Callable[..., Any], args: tuple,
-                          kwargs: dict) -> Any:
+def call_for_each_replica(extended: ExtendedLike, fn: ReplicaFn, args: tuple,
+                          kwargs: dict) -> Nest:
   """Runs ``fn`` once per replica of ``extended``; returns the regrouped
   results.  Must be called inside the strategy's scope."""
   if isinstance(fn, _PolymorphicFunction):
@@ -78,7 +83,7 @@ def call_for_each_replica(extended: Any, fn: Callable[..., Any], args: tuple,
   return values_lib.regroup(_run_to_end(_Run(extended, fn, args, kwargs)))
 
 
-def _run_to_end(run: "_Run") -> list[Any]:
+def _run_to_end(run: "_Run") -> list[Nest]:
   """``run.execute()``, then ``run.release(...)`` on every exit path."""
   returned = False
   try:
@@ -101,7 +106,7 @@ def _run_to_end(run: "_Run") -> list[Any]:
 class MultiReplicaContext(ReplicaContext):
   """The replica context of one replica in a run with several."""
 
-  def __init__(self, strategy: Any, replica_id: int, run: "_Run") -> None:
+  def __init__(self, strategy: StrategyLike, replica_id: int, run: "_Run") -> None:
     super().__init__(strategy, replica_id)
     self._run = run
 
@@ -110,8 +115,8 @@ class MultiReplicaContext(ReplicaContext):
     """The variables this run's replicas share (``replica_variables``)."""
     return self._run.variables
 
-  def _merge_call(self, merge_fn: Callable[..., Any], args: tuple,
-                  kwargs: dict) -> Any:
+  def _merge_call(self, merge_fn: MergeFn, args: tuple,
+                  kwargs: dict) -> Nest:
     self._require_running("merge_call")
     return self._run.merge_call(self._replica_id_in_sync_group, merge_fn,
                                 args, kwargs)
@@ -122,7 +127,7 @@ class MultiReplicaContext(ReplicaContext):
 class _Run:
   """The state of one ``call_for_each_replica``."""
 
-  def __init__(self, extended: Any, fn: Callable[..., Any], args: tuple,
+  def __init__(self, extended: ExtendedLike, fn: ReplicaFn, args: tuple,
                kwargs: dict) -> None:
     self.strategy = extended._container_strategy()  # pylint: disable=protected-access
     self.devices = tuple(extended.worker_devices)
@@ -139,17 +144,17 @@ class _Run:
     self.caller = caller_state.CallerState(self.graph, self.eager)
     self.contexts = [MultiReplicaContext(self.strategy, i, self)
                      for i in range(self.n)]
-    self.results: list[Any] = [None] * self.n
+    self.results: list[Nest] = [None] * self.n
     self.error: Optional[BaseException] = None
     # Closed when the run ends: a replica that reaches merge_call after
     # that unwinds (raises replica_errors.Aborted) instead of pausing.
     self.lease = workers_lib.Lease()
-    self.workers: Optional[list[Any]] = None  # replica i on workers[i]
+    self.workers: Optional[list[Nest]] = None  # replica i on workers[i]
     self.started = [False] * self.n
     self.finished = [False] * self.n
-    self.requests: list[Any] = [None] * self.n
-    self.control_deps: list[Any] = [()] * self.n
-    self.merge_results: list[Any] = [None] * self.n
+    self.requests: list[Nest] = [None] * self.n
+    self.control_deps: list[Nest] = [()] * self.n
+    self.merge_results: list[Nest] = [None] * self.n
     self.variables = replica_variables.SharedVariables(self.contexts)
 
   def fail(self, error: BaseException) -> BaseException:
@@ -163,10 +168,10 @@ class _Run:
 
   # -- the calling thread -----------------------------------------------------
 
-  def execute(self) -> list[Any]:
+  def execute(self) -> list[Nest]:
     return caller_state.keeping_summary_state(self._execute)
 
-  def _execute(self) -> list[Any]:
+  def _execute(self) -> list[Nest]:
     try:
       self.results[0] = self.run_here(0)
     except BaseException:  # pylint: disable=broad-except
@@ -189,7 +194,7 @@ class _Run:
           raise self.fail(replica_errors.mismatch())
     return self.results
 
-  def run_here(self, i: int) -> Any:
+  def run_here(self, i: int) -> Nest:
     """Runs replica ``i`` on the calling thread."""
     args = values_lib.select_replica(i, self.args)
     kwargs = values_lib.select_replica(i, self.kwargs)
@@ -204,7 +209,7 @@ class _Run:
                                       reuse=True):
         return self.call_fn(i, args, kwargs)
 
-  def call_fn(self, i: int, args: tuple, kwargs: dict) -> Any:
+  def call_fn(self, i: int, args: tuple, kwargs: dict) -> Nest:
     """Calls ``fn`` for replica ``i`` under the variable-sharing creator,
     innermost (above any creator entered around ``run`` or inside the
     strategy's scope), as TensorFlow does: so replica ``i`` > 0 gets replica
@@ -257,8 +262,8 @@ class _Run:
 
   # -- merge_call -------------------------------------------------------------
 
-  def merge_call(self, i: int, merge_fn: Callable[..., Any], args: tuple,
-                 kwargs: dict) -> Any:
+  def merge_call(self, i: int, merge_fn: MergeFn, args: tuple,
+                 kwargs: dict) -> Nest:
     if (not tf.executing_eagerly() if self.eager else
         _get_default_graph() is not self.graph):
       # Eager workers each have their own default graph, so eagerly the
@@ -278,8 +283,8 @@ class _Run:
       raise self.fail(replica_errors.mismatch())
     return self.worker_merge(i, args, kwargs)
 
-  def leader_merge(self, merge_fn: Callable[..., Any], args: tuple,
-                   kwargs: dict) -> Any:
+  def leader_merge(self, merge_fn: MergeFn, args: tuple,
+                   kwargs: dict) -> Nest:
     """Replica 0's merge_call: gathers the others, runs ``merge_fn``."""
     if self.error is not None:
       self.raise_error()
@@ -308,7 +313,7 @@ class _Run:
       self.merge_results[i] = values_lib.select_replica_result(i, result)
     return values_lib.select_replica_result(0, result)
 
-  def worker_merge(self, i: int, args: tuple, kwargs: dict) -> Any:
+  def worker_merge(self, i: int, args: tuple, kwargs: dict) -> Nest:
     """Replica ``i``'s merge_call, on its worker: pause until merged."""
     if self.lease.closed:
       raise replica_errors.Aborted()
@@ -356,11 +361,11 @@ def _replica_scope(outer: str, i: int) -> str:
 _NULL = contextlib.nullcontext()
 
 
-def _maybe_device(device: str) -> Any:
+def _maybe_device(device: str) -> ContextManager[None]:
   return _device(device) if device else _NULL
 
 
-def _control_dependencies(per_replica: list[Any]) -> Any:
+def _control_dependencies(per_replica: list[Nest]) -> ContextManager[None]:
   ops = [op for deps in per_replica for op in deps]
   return tf.control_dependencies(ops) if ops else _NULL
 
@@ -375,7 +380,7 @@ def _control_dependencies(per_replica: list[Any]) -> Any:
 _REPLICATED_ATTRIBUTE = "_compat_distribute_replicated"
 
 
-def _replicated_function(extended: Any, fn: Any) -> Any:
+def _replicated_function(extended: ExtendedLike, fn: Any) -> Nest:
   """``fn`` (a ``tf.function``) turned into one ``tf.function`` that runs
   its Python function on every replica; cached per (strategy, fn)."""
   per_extended = getattr(fn, _REPLICATED_ATTRIBUTE, None)

@@ -13,6 +13,8 @@ from typing import Any, Optional
 import tensorflow as tf
 
 from compat_distribute import _tf_private
+from compat_distribute.runtime.types import Nest
+from compat_distribute.runtime.types import StrategyLike
 
 
 class ThreadMode:
@@ -23,8 +25,8 @@ class ThreadMode:
 
   __slots__ = ("strategy", "cross_replica_context", "replica_context")
 
-  def __init__(self, strategy: Any, cross_replica_context: Any,
-               replica_context: Any) -> None:
+  def __init__(self, strategy: StrategyLike, cross_replica_context: Any,
+               replica_context: tf.distribute.ReplicaContext) -> None:
     self.strategy = strategy
     self.cross_replica_context = cross_replica_context
     self.replica_context = replica_context
@@ -34,12 +36,12 @@ class ThreadMode:
     return f"ThreadMode({kind}, strategy={self.strategy!r})"
 
 
-def cross_replica_mode(strategy: Any) -> ThreadMode:
+def cross_replica_mode(strategy: StrategyLike) -> ThreadMode:
   """The stack entry for ``strategy``'s cross-replica context."""
   return ThreadMode(strategy, strategy, None)
 
 
-def replica_mode(replica_context: Any) -> ThreadMode:
+def replica_mode(replica_context: tf.distribute.ReplicaContext) -> ThreadMode:
   """The stack entry for running inside ``replica_context``."""
   return ThreadMode(replica_context.strategy, None, replica_context)
 
@@ -56,7 +58,7 @@ def pop(mode: ThreadMode) -> None:
   _pop_from(_tf_private.strategy_stack(), mode)
 
 
-def _pop_from(stack: list[Any], mode: ThreadMode) -> None:
+def _pop_from(stack: list[Nest], mode: ThreadMode) -> None:
   if not stack or stack[-1] is not mode:
     raise RuntimeError(
         "Strategy contexts were exited out of order: expected to leave "
@@ -72,8 +74,8 @@ def current_mode() -> Optional[ThreadMode]:
   return stack[-1] if stack else None
 
 
-def enter_scope(strategy: Any,
-                variable_getter: bool = True) -> Optional[list[Any]]:
+def enter_scope(strategy: StrategyLike,
+                variable_getter: bool = True) -> Optional[list[Nest]]:
   """Enters ``strategy``'s scope (see ``StrategyScope``) on the calling
   thread; returns the token ``exit_scope`` takes.
 
@@ -137,7 +139,7 @@ def enter_scope(strategy: Any,
   return [graph, mode, creators, device_scope, var_scope]
 
 
-def exit_scope(token: Optional[list[Any]], finish_all: bool = True) -> None:
+def exit_scope(token: Optional[list[Nest]], finish_all: bool = True) -> None:
   """Leaves what ``enter_scope`` entered, innermost first.
 
   A step fails with ``RuntimeError`` when a scope entered inside the
@@ -228,7 +230,7 @@ class StrategyScope:
   no-op; entering a different strategy's scope raises ``RuntimeError``.
   """
 
-  def __init__(self, strategy: Any) -> None:
+  def __init__(self, strategy: StrategyLike) -> None:
     self._strategy = strategy
     # One (exit_scope token, entering thread's id) per __enter__.
     self._entered: list[tuple[Any, int]] = []
@@ -236,7 +238,7 @@ class StrategyScope:
   def __repr__(self) -> str:
     return f"StrategyScope({self._strategy!r})"
 
-  def __enter__(self) -> Any:
+  def __enter__(self) -> StrategyLike:
     token = enter_scope(self._strategy)
     if token is not None:
       # Checked on exit: a variable_scope left open inside is a nesting error.
@@ -271,7 +273,7 @@ class CrossReplicaFromReplica:
 
   __slots__ = ("_mode",)
 
-  def __init__(self, strategy: Any) -> None:
+  def __init__(self, strategy: StrategyLike) -> None:
     self._mode = cross_replica_mode(strategy)
 
   def __enter__(self) -> None:
@@ -281,13 +283,13 @@ class CrossReplicaFromReplica:
     pop(self._mode)
 
 
-def in_replica_context_of(strategy: Any) -> bool:
+def in_replica_context_of(strategy: StrategyLike) -> bool:
   mode = current_mode()
   return (mode is not None and mode.strategy is strategy and
           mode.replica_context is not None)
 
 
-def require_cross_replica(strategy: Any, method: str,
+def require_cross_replica(strategy: StrategyLike, method: str,
                           replica_alternative: str = "") -> None:
   """Raises ``RuntimeError`` unless in ``strategy``'s cross-replica context.
 
@@ -308,7 +310,7 @@ def require_cross_replica(strategy: Any, method: str,
         f"`run` (replica context).{hint}")
 
 
-def refuse_other_strategy(strategy: Any, method: str) -> None:
+def refuse_other_strategy(strategy: StrategyLike, method: str) -> None:
   """Raises ``RuntimeError`` when a strategy other than ``strategy`` is
   current (its scope, or a replica of its ``run``).
 
@@ -329,7 +331,7 @@ def refuse_other_strategy(strategy: Any, method: str) -> None:
         "scope, or inside this strategy's own scope.")
 
 
-def require_scope(strategy: Any, method: str) -> None:
+def require_scope(strategy: StrategyLike, method: str) -> None:
   """Raises ``RuntimeError`` unless ``strategy`` is the current strategy."""
   mode = current_mode()
   if mode is None or mode.strategy is not strategy:

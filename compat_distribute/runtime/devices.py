@@ -9,7 +9,7 @@ and where a strategy's variable creator places a new variable.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterable
+from typing import Any, ContextManager, Iterable, Iterator
 
 import tensorflow as tf
 
@@ -133,7 +133,7 @@ def report_missing(devices: Iterable[str], owner: str,
 
 
 def variable_placement(colocate_with: Any, device: str,
-                       clear_scopes: bool) -> Any:
+                       clear_scopes: bool) -> ContextManager[None]:
   """The scope a strategy's variable creator makes a variable in.
 
   As TensorFlow's strategies do: next to ``colocate_with`` when it is given
@@ -160,7 +160,7 @@ def variable_placement(colocate_with: Any, device: str,
 
 
 @contextlib.contextmanager
-def _only_on(device: Any) -> Any:
+def _only_on(device: Any) -> Iterator[None]:
   # A device function (a parameter-server strategy's placer) needs the v1
   # tf.device, which accepts one in a graph.
   scope = tf.compat.v1.device if callable(device) else tf.device

@@ -36,10 +36,24 @@ Nest = Union[Value, Sequence["Nest"], Mapping[Any, "Nest"]]
 Destinations = Union[DeviceName, tf.Variable, tf.Tensor, DistributedValue]
 # What ``tf.distribute.ReduceOp`` arguments accept: the enum or its name.
 ReduceOpLike = Union[tf.distribute.ReduceOp, str]
+# A nest of ``tf.TypeSpec``\ s (a dataset's ``element_spec``).
+SpecNest = Union[tf.TypeSpec, Sequence["SpecNest"], Mapping[Any, "SpecNest"]]
+# An ``axis`` argument: an int, several, or an integer tensor.
+Axis = Union[int, Sequence[int], tf.Tensor]
 # A variable creator (``tf.variable_creator_scope``'s function).
 Creator = Callable[..., tf.Variable]
-# A function run once per replica (user code).
-ReplicaFn = Callable[..., Any]
+# A function run once per replica (user code), and a ``merge_call``'s
+# ``merge_fn(strategy, *args, **kwargs)``.
+ReplicaFn = Callable[..., Nest]
+MergeFn = Callable[..., Nest]
+# The options arguments of reductions, of input methods and of ``run``.
+ReduceOptions = Optional[tf.distribute.experimental.CommunicationOptions]
+InputOptions = Optional[tf.distribute.InputOptions]
+RunOptions = Optional[tf.distribute.RunOptions]
+# A v1 session (graph mode).
+Session = tf.compat.v1.Session
+# What a tf.group / tf.control_dependencies takes and gives: ops or tensors.
+OpOrTensor = Union[tf.Operation, tf.Tensor]
 # A ``tf.compat.v1.ConfigProto``.
 ConfigProto = tf.compat.v1.ConfigProto
 # A TensorFlow graph device function (op -> device name) or a device name.

@@ -28,7 +28,7 @@ PerReplica:{
 from __future__ import annotations
 
 import collections.abc
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -44,6 +44,14 @@ from compat_distribute.api import strategy as strategy_lib
 from compat_distribute.api import strategy_v1
 from compat_distribute.values import distributed as values_lib
 from compat_distribute.variables import central as variables_lib
+from compat_distribute.runtime.types import Creator
+from compat_distribute.runtime.types import Destinations
+from compat_distribute.runtime.types import Nest
+from compat_distribute.runtime.types import ReduceOpLike
+from compat_distribute.runtime.types import ReduceOptions
+from compat_distribute.runtime.types import ReplicaFn
+from compat_distribute.runtime.types import StrategyLike
+from compat_distribute.runtime.types import TensorLike
 
 class ComputeDevicesTypeError(Error, TypeError, ValueError):
   """``compute_devices`` is a string or not iterable.
@@ -84,7 +92,7 @@ def _check_compute_devices(compute_devices: Any) -> list[str]:
   return canonical
 
 
-def _plain_value_as_tensor(value: Any) -> Any:
+def _plain_value_as_tensor(value: Nest) -> Nest:
   """A value that is not per-replica, as the tensor ``batch_reduce_to``
   copies to its destinations; a ValueError (TensorFlow's type) for one
   that is not convertible."""
@@ -115,7 +123,7 @@ class CentralStorageExtended(extended_lib.Extended):
   # One replica runs as several do (replicas.runner), as in TensorFlow.
   _one_replica_like_many = True
 
-  def __init__(self, container_strategy: Any,
+  def __init__(self, container_strategy: StrategyLike,
                compute_devices: Optional[Sequence[str]] = None,
                parameter_device: Optional[str] = None) -> None:
     compute = (devices_lib.default_compute_devices() if compute_devices is None else
@@ -179,8 +187,8 @@ class CentralStorageExtended(extended_lib.Extended):
     TensorFlow)."""
     return not tf.executing_eagerly()
 
-  def _create_variable(self, next_creator: Callable[..., Any],
-                       **kwargs: Any) -> Any:
+  def _create_variable(self, next_creator: Creator,
+                       **kwargs: Any) -> tf.Variable:
     def create():
       return variables_lib.create_central_variable(self, next_creator,
                                                    **kwargs)
@@ -190,8 +198,8 @@ class CentralStorageExtended(extended_lib.Extended):
 
   # -- reduction ------------------------------------------------------------
 
-  def _reduce_to(self, reduce_op: Any, value: Any, destinations: Any,
-                 options: Any) -> Any:
+  def _reduce_to(self, reduce_op: ReduceOpLike, value: Nest, destinations: Destinations,
+                 options: ReduceOptions) -> Nest:
     del options
     if destinations is None or (isinstance(destinations, str) and
                                 not destinations):
@@ -212,8 +220,8 @@ class CentralStorageExtended(extended_lib.Extended):
           value, cross_device.devices_of(destinations), reuse=False)
     return self._cross_device_ops.reduce(reduce_op, value, destinations)
 
-  def _batch_reduce_to(self, reduce_op: Any, value_destination_pairs: Any,
-                       options: Any) -> list[Any]:
+  def _batch_reduce_to(self, reduce_op: ReduceOpLike, value_destination_pairs: Sequence[tuple[Nest, Destinations]],
+                       options: ReduceOptions) -> list[Nest]:
     """As TensorFlow's: a plain (not per-replica) value counts as one
     replica's value, so SUM and MEAN both give it back, as a tensor copied to
     the destinations (``reduce_to`` instead refuses SUM and keeps MEAN's
@@ -235,19 +243,19 @@ class CentralStorageExtended(extended_lib.Extended):
           cross_device.devices_of(destinations), reuse=False))
     return results
 
-  def _gather_to_implementation(self, value: Any, destinations: Any,
-                                axis: int, options: Any) -> Any:
+  def _gather_to_implementation(self, value: Nest, destinations: Destinations,
+                                axis: int, options: ReduceOptions) -> Nest:
     del options
     if not values_lib.is_distributed(value):
       return value
     return self._cross_device_ops.gather(value, destinations, axis)
 
-  def _gather(self, value: Any, axis: int) -> Any:
+  def _gather(self, value: Nest, axis: int) -> Nest:
     destination = _tf_private.current_device() or devices_lib.HOST_CPU
     return self._local_results(
         self._gather_to_implementation(value, destination, axis, None))[0]
 
-  def _broadcast_to(self, tensor: Any, destinations: Any) -> Any:
+  def _broadcast_to(self, tensor: TensorLike, destinations: Destinations) -> Nest:
     if isinstance(tensor, (int, float)):
       # Python numbers stay unconverted so their dtype follows their use.
       return tensor
@@ -263,8 +271,8 @@ class CentralStorageExtended(extended_lib.Extended):
 
   # -- updates --------------------------------------------------------------
 
-  def _update(self, var: Any, fn: Callable[..., Any], args: tuple,
-              kwargs: dict, group: bool) -> Any:
+  def _update(self, var: tf.Variable, fn: ReplicaFn, args: tuple,
+              kwargs: dict, group: bool) -> Nest:
     if isinstance(var, variables_lib.AggregatingVariable):
       var = var.get()
     if not isinstance(var, tf.Variable):
@@ -289,12 +297,12 @@ class CentralStorageMethods:
     super().__init__(CentralStorageExtended(self, compute_devices,
                                             parameter_device))
 
-  def _with_same_configuration(self) -> Any:
+  def _with_same_configuration(self) -> StrategyLike:
     return type(self)(list(self.extended.worker_devices),
                       self.extended._variable_device)  # pylint: disable=protected-access
 
   @classmethod
-  def _from_num_gpus(cls, num_gpus: int) -> Any:
+  def _from_num_gpus(cls, num_gpus: int) -> StrategyLike:
     """Computes on GPUs 0..num_gpus-1, or on the CPU if ``num_gpus`` is 0
     (the constructor TensorFlow's own strategy tests use)."""
     return cls([f"/device:GPU:{i}" for i in range(num_gpus)] or [devices_lib.HOST_CPU])

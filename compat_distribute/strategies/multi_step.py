@@ -22,13 +22,18 @@ given) or ``set_non_tensor_output``.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, Optional, Union
 
 import tensorflow as tf
 
 from compat_distribute.runtime.errors import Error
 
 from compat_distribute import _tf_private
+from compat_distribute.runtime.types import ExtendedLike
+from compat_distribute.runtime.types import Nest
+from compat_distribute.runtime.types import ReduceOpLike
+from compat_distribute.runtime.types import StrategyLike
+from compat_distribute.runtime.types import OpOrTensor
 
 
 class MissingReduceOpError(Error, ValueError, AssertionError):
@@ -41,10 +46,10 @@ class MultiStepContext:
   report, and (afterwards) the loop's ``run_op``."""
 
   def __init__(self) -> None:
-    self._last_step_outputs: dict[str, Any] = {}
-    self._last_step_outputs_reduce_ops: dict[str, Any] = {}
+    self._last_step_outputs: dict[str, Nest] = {}
+    self._last_step_outputs_reduce_ops: dict[str, Optional[ReduceOpLike]] = {}
     self._non_tensor_outputs: dict[str, Any] = {}
-    self.run_op: Any = None
+    self.run_op: Optional[tf.Operation] = None
 
   def __repr__(self) -> str:
     return (f"MultiStepContext(last_step_outputs="
@@ -52,20 +57,20 @@ class MultiStepContext:
             f"{sorted(self._non_tensor_outputs)})")
 
   @property
-  def last_step_outputs(self) -> dict[str, Any]:
+  def last_step_outputs(self) -> dict[str, Nest]:
     """The outputs set with ``set_last_step_output``: after the loop, their
     values at the last step."""
     return self._last_step_outputs
 
-  def _set_last_step_outputs(self, outputs: dict[str, Any]) -> None:
+  def _set_last_step_outputs(self, outputs: dict[str, Nest]) -> None:
     if not isinstance(outputs, dict):
       raise ValueError(
           f"last_step_outputs must be a dict of name -> value, got "
           f"{outputs!r} of type {type(outputs).__name__}.")
     self._last_step_outputs = outputs
 
-  def set_last_step_output(self, name: str, output: Any,
-                           reduce_op: Any = None) -> None:
+  def set_last_step_output(self, name: str, output: Nest,
+                           reduce_op: ReduceOpLike = None) -> None:
     """Reports ``output`` as ``name`` at the last step, reduced across
     replicas with ``reduce_op`` (required in replica context)."""
     if tf.distribute.in_cross_replica_context():
@@ -81,7 +86,7 @@ class MultiStepContext:
           "without a reduce_op; the replicas' values must be combined. Pass "
           "reduce_op=tf.distribute.ReduceOp.SUM or MEAN.")
 
-    def merge_fn(strategy: Any, value: Any) -> None:
+    def merge_fn(strategy: StrategyLike, value: Nest) -> None:
       self._last_step_outputs[name] = strategy.reduce(reduce_op, value,
                                                       axis=None)
       self._last_step_outputs_reduce_ops[name] = reduce_op
@@ -93,23 +98,24 @@ class MultiStepContext:
     """The values set with ``set_non_tensor_output``."""
     return self._non_tensor_outputs
 
-  def set_non_tensor_output(self, name: str, output: Any) -> None:
+  def set_non_tensor_output(self, name: str, output: Nest) -> None:
     """Reports a non-tensor ``output`` as ``name`` (in replica context, as
     the tuple of every replica's value)."""
     if tf.distribute.in_cross_replica_context():
       self._non_tensor_outputs[name] = output
       return
 
-    def merge_fn(strategy: Any, value: Any) -> None:
+    def merge_fn(strategy: StrategyLike, value: Nest) -> None:
       self._non_tensor_outputs[name] = strategy.experimental_local_results(
           value)
 
     tf.distribute.get_replica_context().merge_call(merge_fn, args=(output,))
 
 
-def run_steps(extended: Any, fn: Callable[[MultiStepContext, Any], Any],
-              iterator: Any, iterations: Any,
-              initial_loop_values: Any = None) -> MultiStepContext:
+def run_steps(extended: ExtendedLike,
+              fn: Callable[[MultiStepContext, Nest], Optional[OpOrTensor]],
+              iterator: Iterator[Nest], iterations: Union[int, tf.Tensor],
+              initial_loop_values: Nest = None) -> MultiStepContext:
   """Runs ``fn(context, iterator.get_next())`` ``iterations`` times in one
   loop; returns the context, whose ``run_op`` runs the loop (graph mode)
   and whose ``last_step_outputs`` hold the last step's values.
@@ -122,7 +128,7 @@ def run_steps(extended: Any, fn: Callable[[MultiStepContext, Any], Any],
       {} if initial_loop_values is None else initial_loop_values)
   context = MultiStepContext()
 
-  def body(i: tf.Tensor, *unused_outputs: Any) -> list[Any]:
+  def body(i: tf.Tensor, *unused_outputs: tf.Tensor) -> list[Nest]:
     step = fn(context, iterator.get_next())
     outputs = tf.nest.flatten(context.last_step_outputs)
     with tf.control_dependencies([step] if step is not None else []):

@@ -13,7 +13,7 @@ OneDeviceStrategy(device='/job:localhost/replica:0/task:0/device:CPU:0')
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import tensorflow as tf
 
@@ -22,12 +22,19 @@ from compat_distribute.api import extended as extended_lib
 from compat_distribute.strategies import multi_step
 from compat_distribute.api import strategy as strategy_lib
 from compat_distribute.api import strategy_v1
+from compat_distribute.runtime.types import Creator
+from compat_distribute.runtime.types import Destinations
+from compat_distribute.runtime.types import Nest
+from compat_distribute.runtime.types import ReduceOpLike
+from compat_distribute.runtime.types import ReduceOptions
+from compat_distribute.runtime.types import ReplicaFn
+from compat_distribute.runtime.types import StrategyLike
 
 
 class OneDeviceExtended(extended_lib.Extended):
   """``strategy.extended`` of ``OneDeviceStrategy``."""
 
-  def __init__(self, container_strategy: Any, device: str) -> None:
+  def __init__(self, container_strategy: StrategyLike, device: str) -> None:
     device = devices_lib.canonicalize(device)
     devices_lib.report_missing(
         [device], "OneDeviceStrategy",
@@ -37,34 +44,34 @@ class OneDeviceExtended(extended_lib.Extended):
     self._device = device
     self._input_device = devices_lib.host_of(device)
 
-  def _create_variable(self, next_creator: Callable[..., Any],
-                       **kwargs: Any) -> Any:
+  def _create_variable(self, next_creator: Creator,
+                       **kwargs: Any) -> tf.Variable:
     with devices_lib.variable_placement(kwargs.pop("colocate_with", None),
                                         self._device, clear_scopes=False):
       return next_creator(**kwargs)
 
-  def _reduce_to(self, reduce_op: Any, value: Any, destinations: Any,
-                 options: Any) -> Any:
+  def _reduce_to(self, reduce_op: ReduceOpLike, value: Nest, destinations: Destinations,
+                 options: ReduceOptions) -> Nest:
     del reduce_op, destinations, options
     return value
 
-  def _update(self, var: Any, fn: Callable[..., Any], args: tuple,
-              kwargs: dict, group: bool) -> Any:
+  def _update(self, var: tf.Variable, fn: ReplicaFn, args: tuple,
+              kwargs: dict, group: bool) -> Nest:
     with tf.device(self._device):
       result = fn(var, *args, **kwargs)
     if group:
       return result
     return tf.nest.map_structure(lambda x: self._local_results(x), result)
 
-  def _update_non_slot(self, colocate_with: Any, fn: Callable[..., Any],
-                       args: tuple, kwargs: dict, group: bool) -> Any:
+  def _update_non_slot(self, colocate_with: Any, fn: ReplicaFn,
+                       args: tuple, kwargs: dict, group: bool) -> Nest:
     del colocate_with
     return self._update(None, lambda _, *a, **k: fn(*a, **k), args, kwargs,
                         group)
 
-  def experimental_run_steps_on_iterator(self, fn: Callable[..., Any],
+  def experimental_run_steps_on_iterator(self, fn: ReplicaFn,
                                          iterator: Any, iterations: Any = 1,
-                                         initial_loop_values: Any = None
+                                         initial_loop_values: Nest = None
                                          ) -> Any:
     """Deprecated by TensorFlow (use ``run`` in a loop), kept as its
     ``OneDeviceStrategy`` keeps it: runs ``fn(context, inputs)``
@@ -82,7 +89,7 @@ class OneDeviceMethods:
   def __repr__(self) -> str:
     return f"{type(self).__name__}(device={self.extended._device!r})"  # pylint: disable=protected-access
 
-  def _with_same_configuration(self) -> Any:
+  def _with_same_configuration(self) -> StrategyLike:
     return type(self)(self.extended._device)  # pylint: disable=protected-access
 
 

@@ -45,13 +45,16 @@ import tensorflow as tf
 from compat_distribute import _tf_private
 from compat_distribute.runtime import devices as devices_lib
 from compat_distribute.values import distributed as values_lib
+from compat_distribute.runtime.types import Destinations
+from compat_distribute.runtime.types import Nest
+from compat_distribute.runtime.types import ReduceOpLike
 
 ReduceOp = tf.distribute.ReduceOp
 _eagerly_outside_functions = tf.compat.v1.executing_eagerly_outside_functions
 _device = _tf_private.device  # tf.device, cheaper while tracing
 
 
-def devices_of(destinations: Any) -> tuple[str, ...]:
+def devices_of(destinations: Destinations) -> tuple[str, ...]:
   """The canonical device names ``destinations`` stands for.
 
   >>> devices_of("/cpu:1")
@@ -83,7 +86,7 @@ def _canonicalize(device: str, context_key: tuple[bool, str]) -> str:
   return devices_lib.canonicalize(device)
 
 
-def check_reducible(reduce_op: Any, value: Any, num_replicas: int) -> None:
+def check_reducible(reduce_op: ReduceOpLike, value: Nest, num_replicas: int) -> None:
   """TensorFlow's rule for a value that is not per-replica: MEAN keeps it,
   SUM over several replicas is ambiguous and rejected."""
   if reduce_op == ReduceOp.SUM and num_replicas > 1:
@@ -94,7 +97,7 @@ def check_reducible(reduce_op: Any, value: Any, num_replicas: int) -> None:
         "`strategy.run`, or use ReduceOp.MEAN.")
 
 
-def copy_to(value: Any, device: str) -> Any:
+def copy_to(value: Nest, device: str) -> Nest:
   """``value`` (a tensor or IndexedSlices) copied onto ``device``."""
   with _device(device):
     if isinstance(value, tf.IndexedSlices):
@@ -104,7 +107,7 @@ def copy_to(value: Any, device: str) -> Any:
     return tf.identity(value)
 
 
-def broadcast(value: Any, devices: Sequence[str], reuse: bool = True) -> Any:
+def broadcast(value: Nest, devices: Sequence[str], reuse: bool = True) -> Nest:
   """``value`` on every device: one tensor for one device, else ``Mirrored``.
 
   With ``reuse``, ``value`` itself stands for the copy on its own device
@@ -122,7 +125,7 @@ def broadcast(value: Any, devices: Sequence[str], reuse: bool = True) -> Any:
   return copies[0] if len(copies) == 1 else values_lib.Mirrored(copies)
 
 
-def aggregate(values: Sequence[Any], reduce_op: Any) -> Any:
+def aggregate(values: Sequence[Nest], reduce_op: ReduceOpLike) -> Nest:
   """SUM or MEAN of one value per replica, on the current device."""
   if any(isinstance(v, tf.IndexedSlices) for v in values):
     total = _concat_slices(values)
@@ -138,7 +141,7 @@ def aggregate(values: Sequence[Any], reduce_op: Any) -> Any:
   return total
 
 
-def _concat_slices(values: Sequence[Any]) -> Any:
+def _concat_slices(values: Sequence[Nest]) -> Nest:
   if len(values) == 1:
     return values[0]
   if any(not isinstance(v, tf.IndexedSlices) for v in values):
@@ -152,7 +155,7 @@ def _concat_slices(values: Sequence[Any]) -> Any:
       values[0].dense_shape)
 
 
-def _single_in_place(value: Any, devices: Sequence[str]) -> bool:
+def _single_in_place(value: Nest, devices: Sequence[str]) -> bool:
   """One replica value already where it should go: TensorFlow then returns
   a copy as it is (no MEAN division, so integers stay integers)."""
   return len(value.values) == 1 and devices_of(value) == tuple(devices)
@@ -175,7 +178,7 @@ class ReduceToOneDevice:
   def __repr__(self) -> str:
     return f"{type(self).__name__}(reduce_to_device={self._device!r})"
 
-  def reduce(self, reduce_op: Any, value: Any, destinations: Any) -> Any:
+  def reduce(self, reduce_op: ReduceOpLike, value: Nest, destinations: Destinations) -> Nest:
     devices = devices_of(destinations)
     if _single_in_place(value, devices):
       return copy_to(value.values[0], devices[0])
@@ -183,10 +186,10 @@ class ReduceToOneDevice:
       reduced = aggregate(value.values, reduce_op)
     return broadcast(reduced, devices)
 
-  def batch_reduce(self, reduce_op: Any, pairs: Sequence[Any]) -> list[Any]:
+  def batch_reduce(self, reduce_op: ReduceOpLike, pairs: Sequence[Nest]) -> list[Nest]:
     return [self.reduce(reduce_op, v, d) for v, d in pairs]
 
-  def gather(self, value: Any, destinations: Any, axis: int) -> Any:
+  def gather(self, value: Nest, destinations: Destinations, axis: int) -> Nest:
     devices = devices_of(destinations)
     if _single_in_place(value, devices):
       return copy_to(value.values[0], devices[0])
@@ -220,13 +223,13 @@ class CollectiveOps:
     return (f"{type(self).__name__}(devices={self._devices!r}, "
             f"group_key={self._group_key})")
 
-  def _is_all_to_all(self, value: Any, destinations: Any) -> bool:
+  def _is_all_to_all(self, value: Nest, destinations: Destinations) -> bool:
     return (values_lib.is_distributed(value) and len(self._devices) > 1 and
             devices_of(value) == self._devices and
             devices_of(destinations) == self._devices and
             not any(isinstance(v, tf.IndexedSlices) for v in value.values))
 
-  def reduce(self, reduce_op: Any, value: Any, destinations: Any) -> Any:
+  def reduce(self, reduce_op: ReduceOpLike, value: Nest, destinations: Destinations) -> Nest:
     if not self._is_all_to_all(value, destinations):
       return self._fallback.reduce(reduce_op, value, destinations)
     sums = self._launch("reduce", value.values)
@@ -235,10 +238,10 @@ class CollectiveOps:
       sums = [_on(s.device, lambda s=s: s / n) for s in sums]
     return values_lib.Mirrored(sums)
 
-  def batch_reduce(self, reduce_op: Any, pairs: Sequence[Any]) -> list[Any]:
+  def batch_reduce(self, reduce_op: ReduceOpLike, pairs: Sequence[Nest]) -> list[Nest]:
     return [self.reduce(reduce_op, v, d) for v, d in pairs]
 
-  def gather(self, value: Any, destinations: Any, axis: int) -> Any:
+  def gather(self, value: Nest, destinations: Destinations, axis: int) -> Nest:
     if not self._is_all_to_all(value, destinations):
       return self._fallback.gather(value, destinations, axis)
     parts = value.values
@@ -252,7 +255,7 @@ class CollectiveOps:
     return values_lib.Mirrored(
         [_on(g.device, lambda g=g: tf.transpose(g, inverse)) for g in gathered])
 
-  def _launch(self, kind: str, parts: Sequence[Any]) -> list[Any]:
+  def _launch(self, kind: str, parts: Sequence[Nest]) -> list[Nest]:
     with self._lock:
       instance_key = next(self._instance_keys)
     calls = [lambda i=i: self._one(kind, parts[i], i, instance_key)
@@ -278,6 +281,6 @@ class CollectiveOps:
       return tf.raw_ops.CollectiveGatherV2(input=part, **common)
 
 
-def _on(device: str, fn: Any) -> Any:
+def _on(device: str, fn: Any) -> Nest:
   with _device(device):
     return fn()

@@ -32,6 +32,7 @@ from compat_distribute.runtime.errors import Error
 
 from compat_distribute import _tf_compat
 from compat_distribute import _tf_private
+from compat_distribute.runtime.types import Nest
 
 _CompositeTensor = _tf_compat.CompositeTensor
 _public_types = tf.types.experimental.distributed
@@ -44,11 +45,11 @@ class DistributedValues(tf.distribute.DistributedValues):
   # check; hot paths test this class attribute instead (see is_distributed).
   _is_compat_distributed_values = True
 
-  def __init__(self, values: Sequence[Any]) -> None:
+  def __init__(self, values: Sequence[Nest]) -> None:
     self._values = tuple(values)
 
   @property
-  def values(self) -> tuple[Any, ...]:
+  def values(self) -> tuple[Nest, ...]:
     """The per-replica values, in replica order."""
     return self._values
 
@@ -94,7 +95,7 @@ class PerReplicaSpec(tf.TypeSpec):
   # of these two methods rebuild the spec through its serialization; when
   # the answer is `self` (specs all equal / no tensor names), say so.
 
-  def most_specific_common_supertype(self, others: Sequence[Any]) -> Any:
+  def most_specific_common_supertype(self, others: Sequence[Nest]) -> Any:
     mine = self._value_specs
     if all(type(o) is type(self) and o._value_specs == mine for o in others):  # pylint: disable=protected-access,unidiomatic-typecheck
       return self
@@ -106,10 +107,10 @@ class PerReplicaSpec(tf.TypeSpec):
       return self
     return super()._without_tensor_names()
 
-  def _to_components(self, value: "PerReplica") -> tuple[Any, ...]:
+  def _to_components(self, value: "PerReplica") -> tuple[Nest, ...]:
     return value._values  # pylint: disable=protected-access
 
-  def _from_components(self, components: Sequence[Any]) -> "PerReplica":
+  def _from_components(self, components: Sequence[Nest]) -> "PerReplica":
     return PerReplica(components)
 
   def __repr__(self) -> str:
@@ -178,7 +179,7 @@ for _op in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__",
   _delegate_operator(_op)
 
 
-def is_distributed(value: Any) -> bool:
+def is_distributed(value: Nest) -> bool:
   """Whether ``value`` is a per-replica or mirrored value: ours (checked
   first, fast) or one TensorFlow's own code built (its
   ``tf.distribute.DistributedValues``, e.g. from TensorFlow's test
@@ -191,7 +192,7 @@ def is_distributed(value: Any) -> bool:
 _PLAIN_LEAVES = (tf.Tensor, tf.Variable, int, float, str, bool, type(None))
 
 
-def select_replica(replica_id: int, structure: Any) -> Any:
+def select_replica(replica_id: int, structure: Nest) -> Nest:
   """Picks replica ``replica_id``'s part of every distributed value.
 
   Other leaves (tensors, variables, Python values) pass through unchanged.
@@ -234,7 +235,7 @@ class StructureMismatchError(Error, ValueError, AssertionError):
   """
 
 
-def select_replica_result(i: int, result: Any) -> Any:
+def select_replica_result(i: int, result: Nest) -> Nest:
   """``select_replica`` with a fast path for the common flat list of
   distributed values (e.g. what ``batch_reduce_to`` returns)."""
   if type(result) is list:  # pylint: disable=unidiomatic-typecheck
@@ -250,7 +251,7 @@ def select_replica_result(i: int, result: Any) -> Any:
   return select_replica(i, result)
 
 
-def regroup(per_replica: Sequence[Any], wrap: type = PerReplica) -> Any:
+def regroup(per_replica: Sequence[Nest], wrap: type = PerReplica) -> Nest:
   """Turns a list of per-replica structures into one structure of ``wrap``.
 
   Leaves that are the same object on every replica (a variable, ``None``, a
@@ -290,7 +291,7 @@ def regroup(per_replica: Sequence[Any], wrap: type = PerReplica) -> Any:
   return wrap(per_replica)
 
 
-def _check_same_kind(per_replica: Sequence[Any], kind: type) -> None:
+def _check_same_kind(per_replica: Sequence[Nest], kind: type) -> None:
   if not all(isinstance(v, kind) for v in per_replica[1:]):
     raise StructureMismatchError(
         "Replicas returned different kinds of sequence "
@@ -298,7 +299,7 @@ def _check_same_kind(per_replica: Sequence[Any], kind: type) -> None:
         "return the same structure (e.g. all tuples).")
 
 
-def _check_same_length(per_replica: Sequence[Any]) -> None:
+def _check_same_length(per_replica: Sequence[Nest]) -> None:
   lengths = [len(v) for v in per_replica]
   if len(set(lengths)) > 1:
     raise StructureMismatchError(

@@ -16,6 +16,8 @@ import numpy as np
 import tensorflow as tf
 
 from compat_distribute.runtime.errors import Error
+from compat_distribute.runtime.types import Axis
+from compat_distribute.runtime.types import Nest
 
 ReduceOp = tf.distribute.ReduceOp
 
@@ -88,7 +90,7 @@ _AGGREGATION_FIX = {
 }
 
 
-def check_axis(axis: Any, value: Any) -> Any:
+def check_axis(axis: Axis, value: Nest) -> Any:
   """Validates ``axis`` against ``value``'s rank; returns it non-negative.
 
   ``axis`` may be a Python or NumPy integer, a tuple or list of them (each
@@ -133,7 +135,7 @@ def check_axis(axis: Any, value: Any) -> Any:
   return axis + rank if axis < 0 else axis
 
 
-def check_summable(value: Any) -> None:
+def check_summable(value: Nest) -> None:
   """``reduce`` with an ``axis`` sums within each replica, which TensorFlow
   allows only for dense or ragged numbers; anything else is a TypeError
   (TensorFlow's type, raised before any work).

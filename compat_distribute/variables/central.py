@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 import weakref
-from typing import Any, Callable, Optional
+from typing import Any, Optional, Union
 
 import numpy as np
 import tensorflow as tf
@@ -34,6 +34,11 @@ from compat_distribute import _tf_private
 from compat_distribute.runtime import context
 from compat_distribute.runtime import devices
 from compat_distribute.variables.trace_types import SameObject
+from compat_distribute.runtime.types import Creator
+from compat_distribute.runtime.types import ExtendedLike
+from compat_distribute.runtime.types import Nest
+from compat_distribute.runtime.types import StrategyLike
+from compat_distribute.runtime.types import DeviceOrFunction
 
 _Aggregation = tf.VariableAggregation
 _VALID_AGGREGATIONS = (_Aggregation.NONE, _Aggregation.SUM, _Aggregation.MEAN,
@@ -43,8 +48,9 @@ _GraphKeys = tf.compat.v1.GraphKeys
 
 # -- creation -----------------------------------------------------------------
 
-def create_central_variable(extended: Any, next_creator: Callable[..., Any],
-                            device: Any = None, **kwargs: Any) -> tf.Variable:
+def create_central_variable(extended: ExtendedLike, next_creator: Creator,
+                            device: Optional[DeviceOrFunction] = None,
+                            **kwargs: Any) -> tf.Variable:
   """Creates a variable for ``CentralStorageStrategy``.
 
   The variable is colocated with ``colocate_with`` when that is given (as
@@ -98,7 +104,8 @@ class InvalidAggregationError(Error, ValueError, TypeError):
   """
 
 
-def _check_aggregation(aggregation: Any, name: Any) -> Any:
+def _check_aggregation(aggregation: object, name: Optional[str]
+                       ) -> tf.VariableAggregation:
   """Returns ``aggregation`` as an enum; ``ValueError`` if it is none."""
   if aggregation is None:
     return _Aggregation.NONE
@@ -116,7 +123,7 @@ def _check_aggregation(aggregation: Any, name: Any) -> Any:
 
 
 def _fix_collections(variable: tf.Variable, wrapper: "AggregatingVariable",
-                     collections: list[Any]) -> None:
+                     collections: list[Nest]) -> None:
   """Puts ``wrapper`` where ``variable`` would have gone (graph mode)."""
   if tf.executing_eagerly():
     if _GraphKeys.GLOBAL_STEP in collections:
@@ -159,8 +166,8 @@ class AggregatingVariable(_tf_compat.VariableBase, _tf_compat.TensorMarker):
       ``tf.VariableAggregation``.
   """
 
-  def __init__(self, strategy: Any, variable: tf.Variable,  # pylint: disable=super-init-not-called
-               aggregation: Any) -> None:
+  def __init__(self, strategy: StrategyLike, variable: tf.Variable,  # pylint: disable=super-init-not-called
+               aggregation: tf.VariableAggregation) -> None:
     # tf.Variable.__init__ would build a second variable: not called.
     self._distribute_strategy = strategy
     self._v = variable
@@ -189,19 +196,19 @@ class AggregatingVariable(_tf_compat.VariableBase, _tf_compat.TensorMarker):
     return self  # what Keras optimizers key slot variables by
 
   @property
-  def distribute_strategy(self) -> Any:
+  def distribute_strategy(self) -> StrategyLike:
     """The strategy that created this variable."""
     return self._distribute_strategy
 
   @property
-  def aggregation(self) -> Any:
+  def aggregation(self) -> tf.VariableAggregation:
     """How replica-context updates combine across replicas."""
     return self._aggregation
 
   def __copy__(self) -> "AggregatingVariable":
     return self  # as tf.Variable: a shallow copy is the variable itself
 
-  def __reduce__(self) -> Any:
+  def __reduce__(self) -> tuple:
     return self._v.__reduce__()  # pickles as its (plain) variable, as TF's
 
   def __deepcopy__(self, memo: dict) -> "AggregatingVariable":
@@ -215,26 +222,29 @@ class AggregatingVariable(_tf_compat.VariableBase, _tf_compat.TensorMarker):
 
   # -- updates ----------------------------------------------------------------
 
-  def assign(self, value: Any, use_locking: bool = False,
-             name: Optional[str] = None, read_value: bool = True) -> Any:
+  def assign(self, value: Nest, use_locking: bool = False,
+             name: Optional[str] = None, read_value: bool = True
+             ) -> Union[tf.Tensor, tf.Operation]:
     """Assigns ``value``; in replica context, the replicas' values are
     first combined by ``aggregation``."""
     return self._update("assign", value, use_locking, name, read_value)
 
-  def assign_add(self, delta: Any, use_locking: bool = False,
-                 name: Optional[str] = None, read_value: bool = True) -> Any:
+  def assign_add(self, delta: Nest, use_locking: bool = False,
+                 name: Optional[str] = None, read_value: bool = True
+             ) -> Union[tf.Tensor, tf.Operation]:
     """Adds ``delta``; in replica context, the replicas' deltas are first
     combined by ``aggregation``."""
     return self._update("assign_add", delta, use_locking, name, read_value)
 
-  def assign_sub(self, delta: Any, use_locking: bool = False,
-                 name: Optional[str] = None, read_value: bool = True) -> Any:
+  def assign_sub(self, delta: Nest, use_locking: bool = False,
+                 name: Optional[str] = None, read_value: bool = True
+             ) -> Union[tf.Tensor, tf.Operation]:
     """Subtracts ``delta``; in replica context, the replicas' deltas are
     first combined by ``aggregation``."""
     return self._update("assign_sub", delta, use_locking, name, read_value)
 
-  def _update(self, method: str, value: Any, use_locking: bool,
-              name: Optional[str], read_value: bool) -> Any:
+  def _update(self, method: str, value: Nest, use_locking: bool,
+              name: Optional[str], read_value: bool) -> Nest:
     strategy = self._distribute_strategy
     context.refuse_other_strategy(strategy, f"{method} of {self._v.name!r}")
     if (strategy.num_replicas_in_sync <= 1 or
@@ -260,9 +270,9 @@ class AggregatingVariable(_tf_compat.VariableBase, _tf_compat.TensorMarker):
         kwargs={"use_locking": use_locking, "name": name,
                 "read_value": read_value})
 
-  def _merge_update(self, strategy: Any, method: str, value: Any,
-                    use_locking: bool = False, name: Any = None,
-                    read_value: bool = True) -> Any:
+  def _merge_update(self, strategy: StrategyLike, method: str, value: Nest,
+                    use_locking: bool = False, name: Optional[str] = None,
+                    read_value: bool = True) -> Nest:
     """Runs once in cross-replica context with every replica's ``value``."""
     if self._aggregation == _Aggregation.ONLY_FIRST_REPLICA:
       value = strategy.experimental_local_results(value)[0]
@@ -291,7 +301,7 @@ class AggregatingVariable(_tf_compat.VariableBase, _tf_compat.TensorMarker):
     """The value as a NumPy array (eager mode only)."""
     return self._v.numpy()
 
-  def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:  # pylint: disable=redefined-outer-name
+  def __array__(self, dtype: Optional[tf.DType] = None, copy: Any = None) -> np.ndarray:  # pylint: disable=redefined-outer-name
     del copy
     return np.asarray(self._v.numpy(), dtype=dtype)
 
@@ -307,11 +317,11 @@ class AggregatingVariable(_tf_compat.VariableBase, _tf_compat.TensorMarker):
   def __complex__(self) -> complex:
     return complex(self._v.read_value())
 
-  def _dense_var_to_tensor(self, dtype: Any = None, name: Any = None,
+  def _dense_var_to_tensor(self, dtype: Optional[tf.DType] = None, name: Optional[str] = None,
                            as_ref: bool = False) -> tf.Tensor:
     return self._v._dense_var_to_tensor(dtype=dtype, name=name, as_ref=as_ref)  # pylint: disable=protected-access
 
-  def __tf_tracing_type__(self, tracing_context: Any) -> Any:
+  def __tf_tracing_type__(self, tracing_context: object) -> SameObject:
     # As a tf.function argument the wrapper itself reaches the function body
     # (which captures the wrapped variable's handle), as with a closure.
     del tracing_context
@@ -329,11 +339,12 @@ class AggregatingVariable(_tf_compat.VariableBase, _tf_compat.TensorMarker):
   def _serialize_to_tensors(self) -> dict[str, Any]:
     return self._v._serialize_to_tensors()  # pylint: disable=protected-access
 
-  def _restore_from_tensors(self, restored_tensors: dict[str, Any]) -> Any:
+  def _restore_from_tensors(self, restored_tensors: dict[str, Any]
+                            ) -> Optional[tf.Operation]:
     return self._v._restore_from_tensors(restored_tensors)  # pylint: disable=protected-access
 
   def _export_to_saved_model_graph(self, object_map: Any, tensor_map: Any,
-                                   options: Any, **kwargs: Any) -> list[Any]:
+                                   options: Any, **kwargs: Any) -> list[Nest]:
     resources = self._v._export_to_saved_model_graph(  # pylint: disable=protected-access
         object_map, tensor_map, options, **kwargs)
     object_map[self] = object_map[self._v]
@@ -380,8 +391,8 @@ for _name in ("get_shape", "set_shape", "sparse_read", "gather_nd", "eval",
   _forward(_name, is_property=False)
 
 
-def _apply(variable: tf.Variable, method: str, value: Any,
-           **kwargs: Any) -> Any:
+def _apply(variable: tf.Variable, method: str, value: Nest,
+           **kwargs: Any) -> Nest:
   """``variable.<method>(value, **kwargs)`` where the variable lives."""
   if isinstance(variable, AggregatingVariable):
     variable = variable.get()
@@ -391,15 +402,15 @@ def _apply(variable: tf.Variable, method: str, value: Any,
     return getattr(variable, method)(value, **kwargs)
 
 
-def _first(strategy: Any, value: Any) -> Any:
+def _first(strategy: StrategyLike, value: Nest) -> Nest:
   """The first replica's part of a per-replica or mirrored ``value``."""
   if isinstance(value, tf.distribute.DistributedValues):
     return strategy.experimental_local_results(value)[0]
   return value
 
 
-def _to_tensor(variable: AggregatingVariable, dtype: Any = None,
-               name: Any = None, as_ref: bool = False) -> tf.Tensor:
+def _to_tensor(variable: AggregatingVariable, dtype: Optional[tf.DType] = None,
+               name: Optional[str] = None, as_ref: bool = False) -> tf.Tensor:
   return variable._dense_var_to_tensor(dtype=dtype, name=name, as_ref=as_ref)  # pylint: disable=protected-access
 
 

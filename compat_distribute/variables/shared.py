@@ -21,9 +21,12 @@ True
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence
+
+import tensorflow as tf
 
 from compat_distribute.runtime import context
+from compat_distribute.runtime.types import Creator
 
 _UNIQUIFIED_SCOPE = re.compile(r"_\d/")
 _UNIQUIFIED_END = re.compile(r"_\d$")
@@ -44,14 +47,14 @@ class SharedVariables:
   (so the strategy's own creator beneath need not share again).
   """
 
-  def __init__(self, replica_contexts: Sequence[Any]) -> None:
-    self.created: dict[str, list[Any]] = {}
+  def __init__(self, replica_contexts: Sequence[object]) -> None:
+    self.created: dict[str, list[tf.Variable]] = {}
     self.counts: list[dict[str, int]] = [{} for _ in replica_contexts]
     self.sharing = False
     self.creators = [self._creator(i, ctx)
                      for i, ctx in enumerate(replica_contexts)]
 
-  def _creator(self, i: int, replica_context: Any) -> Callable[..., Any]:
+  def _creator(self, i: int, replica_context: object) -> Creator:
     def creator(next_creator, **kwargs):
       mode = context.current_mode()
       if mode is None or mode.replica_context is not replica_context:
@@ -70,7 +73,7 @@ class SharedVariables:
     return creator
 
   def get(self, replica_id: int, name: Optional[str],
-          create: Optional[Callable[[], Any]]) -> Any:
+          create: Optional[Callable[[], tf.Variable]]) -> tf.Variable:
     """Replica 0 calls ``create``; replica ``i`` > 0 gets replica 0's
     variable of the same canonical name, in creation order."""
     key = canonical_name(name)
@@ -92,7 +95,8 @@ class SharedVariables:
     return created[index]
 
 
-def shared_variable(name: Optional[str], create: Callable[[], Any]) -> Any:
+def shared_variable(name: Optional[str],
+                    create: Callable[[], tf.Variable]) -> tf.Variable:
   """Creates a variable, or -- in replica ``i`` > 0 of a multi-replica run --
   returns the one replica 0 created under the same name.
 

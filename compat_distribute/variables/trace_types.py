@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from typing import Any, Optional, Sequence
 
 import tensorflow as tf
+from compat_distribute.runtime.types import Nest
 
 
 class SameObject(tf.types.experimental.TraceType):
@@ -17,28 +18,30 @@ class SameObject(tf.types.experimental.TraceType):
   (True, [])
   """
 
-  def __init__(self, value: Any) -> None:
+  def __init__(self, value: Nest) -> None:
     self._ref = weakref.ref(value)
     self._id = id(value)
 
-  def is_subtype_of(self, other: Any) -> bool:
+  def is_subtype_of(self, other: tf.types.experimental.TraceType) -> bool:
     return self == other
 
-  def most_specific_common_supertype(self, others: Any) -> Any:
+  def most_specific_common_supertype(
+      self, others: Sequence[tf.types.experimental.TraceType]
+  ) -> Optional[SameObject]:
     return self if all(self == other for other in others) else None
 
   def placeholder_value(self, placeholder_context: Any) -> Any:
     del placeholder_context
     return self._ref()
 
-  def cast(self, value: Any, cast_context: Any) -> Any:
+  def cast(self, value: Nest, cast_context: Any) -> Any:
     del cast_context
     if value is not self._ref():
       raise ValueError(f"{value!r} is not the object {self!r} was traced "
                        "for.")
     return value
 
-  def to_tensors(self, value: Any) -> list[Any]:
+  def to_tensors(self, value: Nest) -> list[Nest]:
     """No tensor inputs: the traced body captures what it reads."""
     del value
     return []
@@ -48,7 +51,7 @@ class SameObject(tf.types.experimental.TraceType):
   _to_tensors = to_tensors
   _cast = cast
 
-  def __eq__(self, other: Any) -> bool:
+  def __eq__(self, other: object) -> bool:
     return (isinstance(other, SameObject) and
             self._ref() is not None and self._ref() is other._ref())  # pylint: disable=protected-access
 
