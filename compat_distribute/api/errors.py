@@ -22,7 +22,8 @@ class NotAVariableError(Error, TypeError, AttributeError):
   reading a variable's attribute)."""
 
 
-class NotAPairError(Error, ValueError, tf.errors.OperatorNotAllowedInGraphError):
+class NotAPairError(Error, ValueError,
+                    tf.errors.OperatorNotAllowedInGraphError):
   """An element of ``batch_reduce_to``'s list that is not a ``(value,
   destinations)`` pair.
 

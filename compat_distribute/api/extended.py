@@ -87,7 +87,8 @@ class Extended(extended_v1.ExtendedV1Methods,
     ``colocate_with``."""
     raise NotImplementedError
 
-  def _reduce_to(self, reduce_op: ReduceOpLike, value: Nest, destinations: Destinations,
+  def _reduce_to(self, reduce_op: ReduceOpLike, value: Nest,
+                 destinations: Destinations,
                  options: ReduceOptions) -> Nest:
     raise NotImplementedError
 
@@ -168,10 +169,12 @@ class Extended(extended_v1.ExtendedV1Methods,
   def _use_merge_call(self) -> bool:
     return True
 
-  def _get_local_replica_id(self, replica_id_in_sync_group: Union[int, tf.Tensor]) -> Union[int, tf.Tensor]:
+  def _get_local_replica_id(self, replica_id_in_sync_group: Union[int,
+                            tf.Tensor]) -> Union[int, tf.Tensor]:
     return replica_id_in_sync_group
 
-  def _get_replica_id_in_sync_group(self, replica_id: Union[int, tf.Tensor]) -> Union[int, tf.Tensor]:
+  def _get_replica_id_in_sync_group(self, replica_id: Union[int,
+                                    tf.Tensor]) -> Union[int, tf.Tensor]:
     return replica_id
 
   def _variable_creator(self, next_creator: Creator,
@@ -200,7 +203,9 @@ class Extended(extended_v1.ExtendedV1Methods,
     return (getattr(v, "_distribute_strategy", None) is
             self._container_strategy())
 
-  def colocate_vars_with(self, colocate_with_variable: tf.Variable) -> ContextManager[None]:
+  def colocate_vars_with(self,
+                         colocate_with_variable: tf.Variable
+      ) -> ContextManager[None]:
     """A scope in which new variables are placed like
     ``colocate_with_variable``.
 
@@ -240,7 +245,8 @@ class Extended(extended_v1.ExtendedV1Methods,
                    for i in range(self._num_replicas_in_sync))
     return (value,)
 
-  def _group(self, value: Nest, name: Optional[str] = None) -> Union[tf.Operation, Nest]:
+  def _group(self, value: Nest,
+             name: Optional[str] = None) -> Union[tf.Operation, Nest]:
     flat = tf.nest.flatten(self._local_results(value))
     if len(flat) == 1 and name is None:
       # TensorFlow's shortcut: a single op (or the op of a single tensor or
@@ -251,7 +257,8 @@ class Extended(extended_v1.ExtendedV1Methods,
 
   # -- reduction ------------------------------------------------------------
 
-  def reduce_to(self, reduce_op: ReduceOpLike, value: Nest, destinations: Destinations,
+  def reduce_to(self, reduce_op: ReduceOpLike, value: Nest,
+                destinations: Destinations,
                 options: ReduceOptions = None) -> Nest:
     """Combines ``value`` across replicas onto ``destinations``."""
     context.require_cross_replica(self._container_strategy(), "reduce_to",
@@ -260,7 +267,9 @@ class Extended(extended_v1.ExtendedV1Methods,
     check_destinations(destinations, "reduce_to")
     return self._reduce_to(reduce_op, value, destinations, options)
 
-  def batch_reduce_to(self, reduce_op: ReduceOpLike, value_destination_pairs: Sequence[tuple[Nest, Destinations]],
+  def batch_reduce_to(self, reduce_op: ReduceOpLike,
+                      value_destination_pairs: Sequence[tuple[Nest,
+                      Destinations]],
                       options: ReduceOptions = None) -> list[Nest]:
     """``reduce_to`` for a list of ``(value, destinations)`` pairs."""
     context.require_cross_replica(self._container_strategy(),
@@ -277,7 +286,9 @@ class Extended(extended_v1.ExtendedV1Methods,
       check_destinations(pair[1], "batch_reduce_to")
     return self._batch_reduce_to(reduce_op, pairs, options)
 
-  def _batch_reduce_to(self, reduce_op: ReduceOpLike, value_destination_pairs: Sequence[tuple[Nest, Destinations]],
+  def _batch_reduce_to(self, reduce_op: ReduceOpLike,
+                       value_destination_pairs: Sequence[tuple[Nest,
+                       Destinations]],
                        options: ReduceOptions) -> list[Nest]:
     return [self._reduce_to(reduce_op, v, d, options)
             for v, d in value_destination_pairs]

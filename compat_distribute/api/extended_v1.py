@@ -4,7 +4,7 @@
 and broadcasting values, non-slot variables, numpy datasets fed through a
 session, the deprecated multi-step loop and the multi-worker role
 properties.  ``ExtendedV1Methods`` holds them, mixed into the shared
-``extended.Extended`` (one extended object serves both API generations, as
+``api.extended.Extended`` (one extended object serves both API generations, as
 in TensorFlow); strategies may override the ``_`` hooks.
 
 >>> import tensorflow as tf
@@ -48,7 +48,8 @@ class ExtendedV1Methods:
     """
     return tf.identity(v)
 
-  def broadcast_to(self, tensor: TensorLike, destinations: Destinations) -> Nest:
+  def broadcast_to(self, tensor: TensorLike,
+                   destinations: Destinations) -> Nest:
     """Copies ``tensor`` to ``destinations`` (a device string or a
     variable, whose device is used)."""
     context.require_cross_replica(self._container_strategy(), "broadcast_to")
@@ -63,7 +64,8 @@ class ExtendedV1Methods:
       destinations = getattr(destinations, "device", None) or destinations
     return self._broadcast_to(tensor, destinations)
 
-  def _broadcast_to(self, tensor: TensorLike, destinations: Destinations) -> Nest:
+  def _broadcast_to(self, tensor: TensorLike,
+                    destinations: Destinations) -> Nest:
     if (isinstance(tensor, (int, float)) or
         len(self._compute_devices) == 1):
       # Python numbers stay unconverted so their dtype follows their use
@@ -111,7 +113,8 @@ class ExtendedV1Methods:
     return tf.nest.map_structure(self._local_results, result)
 
   def experimental_make_numpy_dataset(self, numpy_input: Nest,
-                                      session: Optional[Session] = None) -> tf.data.Dataset:
+                                      session: Optional[Session] = None
+                                      ) -> tf.data.Dataset:
     """A dataset of ``numpy_input``'s slices on the input host; in graph
     mode the data is fed in through ``session``."""
     context.require_cross_replica(self._container_strategy(),

@@ -39,6 +39,8 @@ from compat_distribute.runtime.types import InputOptions
 from compat_distribute.runtime.types import RunOptions
 
 _executing_eagerly = tf.executing_eagerly
+# What distribute_datasets_from_function calls: one dataset per pipeline.
+DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
 class StrategyMethods:
   """The methods shared by the v1 and v2 strategies.
 
@@ -79,12 +81,15 @@ class StrategyMethods:
                          "Strategy.experimental_local_results")
     return self.experimental_local_results(value)
 
-  def colocate_vars_with(self, colocate_with_variable: tf.Variable) -> ContextManager[None]:
+  def colocate_vars_with(self,
+                         colocate_with_variable: tf.Variable
+      ) -> ContextManager[None]:
     """Deprecated spelling of ``strategy.extended.colocate_vars_with``."""
     return self._extended.colocate_vars_with(colocate_with_variable)
 
   def configure(self, session_config: Optional[ConfigProto] = None,
-                cluster_spec: Optional[object] = None, task_type: Optional[str] = None,
+                cluster_spec: Optional[object] = None,
+                task_type: Optional[str] = None,
                 task_id: Optional[int] = None) -> None:
     """Deprecated: updates ``session_config`` in place with
     ``update_config_proto``.  These strategies run on one machine, so a
@@ -188,7 +193,8 @@ class StrategyMethods:
 
   # -- reducing -------------------------------------------------------------
 
-  def reduce(self, reduce_op: ReduceOpLike, value: Nest, axis: Optional[int]) -> Nest:
+  def reduce(self, reduce_op: ReduceOpLike, value: Nest,
+             axis: Optional[int]) -> Nest:
     """Combines per-replica ``value`` into one tensor on the current device.
 
     With ``axis``, each replica's tensor is also reduced along that axis;
@@ -247,27 +253,32 @@ class StrategyMethods:
     self._check_own_value(value, "gather")
     return self._extended._gather(value, axis)  # pylint: disable=protected-access
 
-  def group(self, value: Nest, name: Optional[str] = None) -> Union[tf.Operation, Nest]:
+  def group(self, value: Nest,
+            name: Optional[str] = None) -> Union[tf.Operation, Nest]:
     """``tf.group`` of all per-replica parts of ``value``."""
     return self._extended._group(value, name)  # pylint: disable=protected-access
 
   # -- input ----------------------------------------------------------------
 
   def experimental_distribute_dataset(self, dataset: tf.data.Dataset,
-                                      options: InputOptions = None) -> tf.distribute.DistributedDataset:
+                                      options: InputOptions = None
+                                        ) -> tf.distribute.DistributedDataset:
     """Distributes a dataset of global batches over the replicas."""
     return input_lib.distribute_dataset(self._extended._input_workers(),
                                         dataset, options)
 
-  def distribute_datasets_from_function(self, dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset],
-                                        options: InputOptions = None) -> tf.distribute.DistributedDataset:
+  def distribute_datasets_from_function(self,
+                                        dataset_fn: DatasetFn,
+                                        options: InputOptions = None
+                                        ) -> tf.distribute.DistributedDataset:
     """Distributes the dataset(s) ``dataset_fn(input_context)`` returns;
     they yield per-replica batches."""
     return input_lib.distribute_datasets_from_function(
         self._extended._input_workers(), dataset_fn, options)
 
   def experimental_distribute_datasets_from_function(
-      self, dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset], options: InputOptions = None) -> tf.distribute.DistributedDataset:
+      self, dataset_fn: DatasetFn, options: InputOptions = None
+  ) -> tf.distribute.DistributedDataset:
     """Deprecated name of ``distribute_datasets_from_function``."""
     warn_deprecated_once(
         "Strategy.experimental_distribute_datasets_from_function",
@@ -275,12 +286,14 @@ class StrategyMethods:
     return self.distribute_datasets_from_function(dataset_fn, options)
 
   def experimental_distribute_values_from_function(
-      self, value_fn: Callable[[tf.distribute.experimental.ValueContext], Nest]) -> Nest:
+      self, value_fn: Callable[[tf.distribute.experimental.ValueContext], Nest]
+  ) -> Nest:
     """One value per replica: ``value_fn(ValueContext)`` for each."""
     return input_lib.distribute_values_from_function(
         self._extended._input_workers(), value_fn)
 
-  def experimental_make_numpy_dataset(self, numpy_input: Nest) -> tf.data.Dataset:
+  def experimental_make_numpy_dataset(self,
+                                      numpy_input: Nest) -> tf.data.Dataset:
     """A ``tf.data.Dataset`` of the slices of ``numpy_input``, kept on the
     input host."""
     return input_lib.make_numpy_dataset(self._extended._input_workers(),
@@ -289,7 +302,8 @@ class StrategyMethods:
   # -- logical devices (one per replica here) -------------------------------
 
   def experimental_assign_to_logical_device(self, tensor: TensorLike,
-                                            logical_device_id: int) -> TensorLike:
+                                            logical_device_id: int
+                                            ) -> TensorLike:
     """Annotates ``tensor`` for logical device ``logical_device_id``.
 
     These strategies have one logical device per replica, so the only valid
@@ -302,13 +316,16 @@ class StrategyMethods:
           "is 0.")
     return tensor
 
-  def experimental_replicate_to_logical_devices(self, tensor: TensorLike) -> TensorLike:
+  def experimental_replicate_to_logical_devices(self,
+                                                tensor: TensorLike
+      ) -> TensorLike:
     """Annotates ``tensor`` as replicated over the replica's logical devices
     (just one here, so ``tensor`` is returned as it is)."""
     return tensor
 
   def experimental_split_to_logical_devices(self, tensor: TensorLike,
-                                            partition_dimensions: Sequence[int]) -> TensorLike:
+                                            partition_dimensions: Sequence[int]
+                                            ) -> TensorLike:
     """Annotates ``tensor`` as split over logical devices.
 
     With one logical device per replica, ``partition_dimensions`` must have

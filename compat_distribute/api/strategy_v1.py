@@ -34,10 +34,11 @@ from compat_distribute.runtime.types import Session
 class StrategyV1Methods:
   """Methods that only the v1 API has, or that differ there (``reduce``'s
   default ``axis``).  Mixed in ahead of ``StrategyMethods``; the input
-  iterator methods both generations share are in ``strategy_iterators``."""
+  iterator methods both generations share are in ``api.iterators``."""
 
   def experimental_make_numpy_dataset(self, numpy_input: Nest,
-                                      session: Optional[Session] = None) -> tf.data.Dataset:
+                                      session: Optional[Session] = None
+                                      ) -> tf.data.Dataset:
     """A ``tf.data.Dataset`` of the slices of ``numpy_input`` (a nest of
     arrays), kept on the input host.
 

@@ -63,7 +63,8 @@ def distribute_dataset(workers: InputWorkers, dataset: tf.data.Dataset,
 
 def distribute_datasets_from_function(workers: InputWorkers,
                                       dataset_fn: Callable[[Any], Any],
-                                      options: InputOptions) -> DistributedDataset:
+                                      options: InputOptions
+                                      ) -> DistributedDataset:
   """``distribute_datasets_from_function``: ``dataset_fn`` is called once
   with ``InputContext(1, 0, num_replicas)``; its elements go to replicas
   0, 1, ..., n-1, 0, ... in turn."""
@@ -98,7 +99,8 @@ def make_dataset_iterator(workers: InputWorkers,
   return InputIterator(layout, host, strategy=workers.strategy)
 
 
-def make_input_fn_iterator(workers: InputWorkers, input_fn: Callable[[Any], Any],
+def make_input_fn_iterator(workers: InputWorkers, input_fn: Callable[[Any],
+                           Any],
                            replication_mode: Any = None) -> InputIterator:
   """v1 ``make_input_fn_iterator``: ``input_fn`` is called once with
   ``InputContext(1, 0, num_replicas)`` (PER_WORKER, the only mode)."""

@@ -50,7 +50,8 @@ class DistributedDataset(tf.distribute.DistributedDataset, _CompositeTensor,
   def __init__(self, layout: layout_lib.Layout,  # pylint: disable=super-init-not-called
                host_dataset: tf.data.Dataset,
                cardinality: Any = tf.data.UNKNOWN_CARDINALITY,
-               partial_rounds: bool = False, strategy: StrategyLike = None) -> None:
+               partial_rounds: bool = False,
+               strategy: Optional[StrategyLike] = None) -> None:
     self._layout = layout
     self._host = host_dataset
     self._cardinality = cardinality

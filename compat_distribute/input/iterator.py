@@ -54,7 +54,8 @@ class DistributedIterator(tf.distribute.DistributedIterator, _CompositeTensor):
 
   def __init__(self, layout: layout_lib.Layout, host_iterator: tf.data.Iterator,  # pylint: disable=super-init-not-called
                host_spec: SpecNest, static_batch: bool = False,
-               partial_rounds: bool = False, strategy: StrategyLike = None) -> None:
+               partial_rounds: bool = False,
+               strategy: Optional[StrategyLike] = None) -> None:
     self._layout = layout
     self._strategy = strategy
     self._host = host_iterator

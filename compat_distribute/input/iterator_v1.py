@@ -45,7 +45,7 @@ class InputIterator(tf.distribute.DistributedIterator):
   """
 
   def __init__(self, layout: layout_lib.Layout, source: Any,
-               strategy: StrategyLike = None) -> None:
+               strategy: Optional[StrategyLike] = None) -> None:
     self._layout = layout
     # Reading a step under another strategy's scope is refused.
     self._strategy = strategy

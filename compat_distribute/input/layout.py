@@ -195,7 +195,8 @@ class HostBackedSpec(tf.TypeSpec):
 
   __slots__ = ("_layout_tuple", "_host_spec", "_strategy")
 
-  def __init__(self, layout_tuple: tuple[Nest, ...], host_spec: SpecNest) -> None:
+  def __init__(self, layout_tuple: tuple[Nest, ...],
+               host_spec: SpecNest) -> None:
     self._layout_tuple = tuple(layout_tuple)
     self._host_spec = host_spec
     # The strategy the value belongs to, handed to values rebuilt from

@@ -33,7 +33,8 @@ def _as_array(value: Nest) -> tuple[np.ndarray, tf.DType]:
   return array, tf.as_dtype(array.dtype)
 
 
-def _fed_variable(array: np.ndarray, dtype: tf.DType, session: Optional[Session]) -> Any:
+def _fed_variable(array: np.ndarray, dtype: tf.DType,
+                  session: Optional[Session]) -> Any:
   """A host resource variable holding ``array``, filled through ``session``;
   returns the tensor that reads it."""
   with tf.compat.v1.name_scope("numpy_input") as scope:

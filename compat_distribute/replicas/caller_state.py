@@ -1,6 +1,6 @@
 """The calling thread's state that a replica worker thread borrows.
 
-A worker thread (``replica_workers``) starts with TensorFlow's per-thread
+A worker thread (``workers``) starts with TensorFlow's per-thread
 defaults -- its own default graph, an empty strategy stack, no variable
 creators, no summary writer.  To run a replica as if on the calling thread
 it re-enters what the caller had: ``CallerState`` captures it on the calling

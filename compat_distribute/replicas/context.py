@@ -132,7 +132,8 @@ class ReplicaContext(tf.distribute.ReplicaContext,
     with context.CrossReplicaFromReplica(self._strategy):
       return merge_fn(self._strategy, *args, **kwargs)
 
-  def all_reduce(self, reduce_op: ReduceOpLike, value: Nest, options: ReduceOptions = None) -> Nest:
+  def all_reduce(self, reduce_op: ReduceOpLike, value: Nest,
+                 options: ReduceOptions = None) -> Nest:
     """Reduces ``value`` (a nest of tensors) across replicas; every replica
     receives the result."""
     del options
@@ -142,7 +143,8 @@ class ReplicaContext(tf.distribute.ReplicaContext,
       return tf.nest.map_structure(_identity, value)
     return self._all_reduce(reduce_op, value)
 
-  def all_gather(self, value: Nest, axis: int, options: ReduceOptions = None) -> Nest:
+  def all_gather(self, value: Nest, axis: int,
+                 options: ReduceOptions = None) -> Nest:
     """Concatenates ``value`` from every replica along ``axis``; every
     replica receives the result."""
     del options
@@ -232,7 +234,8 @@ class ReplicaContext(tf.distribute.ReplicaContext,
     return tf.nest.pack_sequence_as(value, gather_with_gradient(*flat))
 
 
-def _is_replica_zero(replica_id: Union[int, tf.Tensor]) -> Union[bool, Callable[[], tf.Tensor]]:
+def _is_replica_zero(replica_id: Union[int, tf.Tensor]) -> Union[bool,
+                     Callable[[], tf.Tensor]]:
   """A summary-recording condition true only on replica 0."""
   if not isinstance(replica_id, int) and tf.is_tensor(replica_id):
     return lambda: tf.equal(replica_id, 0)

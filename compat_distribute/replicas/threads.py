@@ -27,7 +27,7 @@ exception raised by any replica or by ``merge_fn`` reaches the caller
 unchanged; paused replicas are unwound first, so no thread is left waiting.
 So does an interrupt (``KeyboardInterrupt``) that reaches the calling
 thread while a replica runs on a worker: the run waits for that replica to
-pause or end, then unwinds the others (``replica_workers.Lease``).
+pause or end, then unwinds the others (``workers.Lease``).
 
 >>> import tensorflow as tf
 >>> from compat_distribute import v2 as distribute
@@ -112,7 +112,7 @@ class MultiReplicaContext(ReplicaContext):
 
   @property
   def shared_variables(self) -> replica_variables.SharedVariables:
-    """The variables this run's replicas share (``replica_variables``)."""
+    """The variables this run's replicas share (``variables.shared``)."""
     return self._run.variables
 
   def _merge_call(self, merge_fn: MergeFn, args: tuple,

@@ -1,7 +1,7 @@
 """Long-lived replica worker threads, and the pool that lends them to runs.
 
 ``strategy.run`` runs replicas 1..N-1 on worker threads once replica 0
-reaches a ``merge_call`` (see ``replica_threads``).  Threads are lent to a
+reaches a ``merge_call`` (see ``threads``).  Threads are lent to a
 run (a ``Lease``) and come back to the pool after it, so steady-state runs
 create none.  What a worker borrows from the calling thread to act like it
 is in ``caller_state``.

@@ -3,8 +3,8 @@
 Each compute device runs one replica of ``strategy.run``; every variable
 created in ``scope()`` lives once, on the parameter device, and with several
 replicas it is wrapped so that replica-context updates are combined across
-replicas first (see ``compat_distribute.variables.central``).  Reductions go through
-``compat_distribute.values.cross_device``.
+replicas first (see ``compat_distribute.variables.central``).  Reductions go
+through ``compat_distribute.values.cross_device``.
 
 >>> import tensorflow as tf
 >>> from compat_distribute import v2 as distribute
@@ -126,12 +126,14 @@ class CentralStorageExtended(extended_lib.Extended):
   def __init__(self, container_strategy: StrategyLike,
                compute_devices: Optional[Sequence[str]] = None,
                parameter_device: Optional[str] = None) -> None:
-    compute = (devices_lib.default_compute_devices() if compute_devices is None else
+    compute = (devices_lib.default_compute_devices()
+               if compute_devices is None else
                _check_compute_devices(compute_devices))
     if isinstance(parameter_device, tf.DeviceSpec):
       parameter_device = parameter_device.to_string()  # TF accepts it too
     if parameter_device is None:
-      parameter_device = compute[0] if len(compute) == 1 else devices_lib.HOST_CPU
+      parameter_device = (compute[0] if len(compute) == 1 else
+                          devices_lib.HOST_CPU)
     elif not isinstance(parameter_device, str) or not parameter_device:
       raise ValueError(
           "parameter_device must be a device name such as '/cpu:0', got "
@@ -198,7 +200,8 @@ class CentralStorageExtended(extended_lib.Extended):
 
   # -- reduction ------------------------------------------------------------
 
-  def _reduce_to(self, reduce_op: ReduceOpLike, value: Nest, destinations: Destinations,
+  def _reduce_to(self, reduce_op: ReduceOpLike, value: Nest,
+                 destinations: Destinations,
                  options: ReduceOptions) -> Nest:
     del options
     if destinations is None or (isinstance(destinations, str) and
@@ -220,7 +223,9 @@ class CentralStorageExtended(extended_lib.Extended):
           value, cross_device.devices_of(destinations), reuse=False)
     return self._cross_device_ops.reduce(reduce_op, value, destinations)
 
-  def _batch_reduce_to(self, reduce_op: ReduceOpLike, value_destination_pairs: Sequence[tuple[Nest, Destinations]],
+  def _batch_reduce_to(self, reduce_op: ReduceOpLike,
+                       value_destination_pairs: Sequence[tuple[Nest,
+                       Destinations]],
                        options: ReduceOptions) -> list[Nest]:
     """As TensorFlow's: a plain (not per-replica) value counts as one
     replica's value, so SUM and MEAN both give it back, as a tensor copied to
@@ -255,7 +260,8 @@ class CentralStorageExtended(extended_lib.Extended):
     return self._local_results(
         self._gather_to_implementation(value, destination, axis, None))[0]
 
-  def _broadcast_to(self, tensor: TensorLike, destinations: Destinations) -> Nest:
+  def _broadcast_to(self, tensor: TensorLike,
+                    destinations: Destinations) -> Nest:
     if isinstance(tensor, (int, float)):
       # Python numbers stay unconverted so their dtype follows their use.
       return tensor

@@ -50,7 +50,8 @@ class OneDeviceExtended(extended_lib.Extended):
                                         self._device, clear_scopes=False):
       return next_creator(**kwargs)
 
-  def _reduce_to(self, reduce_op: ReduceOpLike, value: Nest, destinations: Destinations,
+  def _reduce_to(self, reduce_op: ReduceOpLike, value: Nest,
+                 destinations: Destinations,
                  options: ReduceOptions) -> Nest:
     del reduce_op, destinations, options
     return value

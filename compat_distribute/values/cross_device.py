@@ -86,7 +86,8 @@ def _canonicalize(device: str, context_key: tuple[bool, str]) -> str:
   return devices_lib.canonicalize(device)
 
 
-def check_reducible(reduce_op: ReduceOpLike, value: Nest, num_replicas: int) -> None:
+def check_reducible(reduce_op: ReduceOpLike, value: Nest,
+                    num_replicas: int) -> None:
   """TensorFlow's rule for a value that is not per-replica: MEAN keeps it,
   SUM over several replicas is ambiguous and rejected."""
   if reduce_op == ReduceOp.SUM and num_replicas > 1:
@@ -178,7 +179,8 @@ class ReduceToOneDevice:
   def __repr__(self) -> str:
     return f"{type(self).__name__}(reduce_to_device={self._device!r})"
 
-  def reduce(self, reduce_op: ReduceOpLike, value: Nest, destinations: Destinations) -> Nest:
+  def reduce(self, reduce_op: ReduceOpLike, value: Nest,
+             destinations: Destinations) -> Nest:
     devices = devices_of(destinations)
     if _single_in_place(value, devices):
       return copy_to(value.values[0], devices[0])
@@ -186,7 +188,8 @@ class ReduceToOneDevice:
       reduced = aggregate(value.values, reduce_op)
     return broadcast(reduced, devices)
 
-  def batch_reduce(self, reduce_op: ReduceOpLike, pairs: Sequence[Nest]) -> list[Nest]:
+  def batch_reduce(self, reduce_op: ReduceOpLike,
+                   pairs: Sequence[Nest]) -> list[Nest]:
     return [self.reduce(reduce_op, v, d) for v, d in pairs]
 
   def gather(self, value: Nest, destinations: Destinations, axis: int) -> Nest:
@@ -210,7 +213,8 @@ class CollectiveOps:
   name = "collective_ops"
   _group_keys = itertools.count(1000)
 
-  def __init__(self, devices: Sequence[str], timeout_seconds: float = 0) -> None:
+  def __init__(self, devices: Sequence[str],
+               timeout_seconds: float = 0) -> None:
     self._devices = tuple(devices_lib.canonicalize(d) for d in devices)
     self._group_key = next(CollectiveOps._group_keys)
     self._instance_keys = itertools.count(1)
@@ -229,7 +233,8 @@ class CollectiveOps:
             devices_of(destinations) == self._devices and
             not any(isinstance(v, tf.IndexedSlices) for v in value.values))
 
-  def reduce(self, reduce_op: ReduceOpLike, value: Nest, destinations: Destinations) -> Nest:
+  def reduce(self, reduce_op: ReduceOpLike, value: Nest,
+             destinations: Destinations) -> Nest:
     if not self._is_all_to_all(value, destinations):
       return self._fallback.reduce(reduce_op, value, destinations)
     sums = self._launch("reduce", value.values)
@@ -238,7 +243,8 @@ class CollectiveOps:
       sums = [_on(s.device, lambda s=s: s / n) for s in sums]
     return values_lib.Mirrored(sums)
 
-  def batch_reduce(self, reduce_op: ReduceOpLike, pairs: Sequence[Nest]) -> list[Nest]:
+  def batch_reduce(self, reduce_op: ReduceOpLike,
+                   pairs: Sequence[Nest]) -> list[Nest]:
     return [self.reduce(reduce_op, v, d) for v, d in pairs]
 
   def gather(self, value: Nest, destinations: Destinations, axis: int) -> Nest:

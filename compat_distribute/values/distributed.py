@@ -136,7 +136,8 @@ class PerReplica(DistributedValues, _public_types.PerReplica,
           *(tf.type_spec_from_value(v) for v in self._values))
     return spec
 
-  def _shape_invariant_to_type_spec(self, shape: tf.TensorShape) -> PerReplicaSpec:
+  def _shape_invariant_to_type_spec(self,
+                                    shape: tf.TensorShape) -> PerReplicaSpec:
     return PerReplicaSpec(*(tf.TensorSpec(shape, v.dtype) for v in self._values))
 
 

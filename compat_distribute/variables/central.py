@@ -317,7 +317,8 @@ class AggregatingVariable(_tf_compat.VariableBase, _tf_compat.TensorMarker):
   def __complex__(self) -> complex:
     return complex(self._v.read_value())
 
-  def _dense_var_to_tensor(self, dtype: Optional[tf.DType] = None, name: Optional[str] = None,
+  def _dense_var_to_tensor(self, dtype: Optional[tf.DType] = None,
+                           name: Optional[str] = None,
                            as_ref: bool = False) -> tf.Tensor:
     return self._v._dense_var_to_tensor(dtype=dtype, name=name, as_ref=as_ref)  # pylint: disable=protected-access
 
