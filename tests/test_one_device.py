@@ -237,8 +237,9 @@ def test_merge_call_and_collectives(mode):
 
 
 def test_merge_call_requires_replica_context():
+  from compat_distribute.replicas.context import ReplicaContext  # pylint: disable=g-import-not-at-top
   ours = distribute.OneDeviceStrategy(DEVICE)
-  ctx = ours.extended._make_replica_context(0)  # pylint: disable=protected-access
+  ctx = ReplicaContext(ours, 0)
   with ours.scope():
     with pytest.raises(RuntimeError, match="replica context"):
       ctx.merge_call(lambda s: None)

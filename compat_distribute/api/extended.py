@@ -333,9 +333,6 @@ class Extended(extended_v1.ExtendedV1Methods,
 
   # -- replicas -------------------------------------------------------------
 
-  def _make_replica_context(self, replica_id: int) -> ReplicaContext:
-    return ReplicaContext(self._container_strategy(), replica_id)
-
   def _call_for_each_replica(self, fn: ReplicaFn, args: tuple,
                              kwargs: dict) -> Nest:
     """How replicas run is decided in one place: ``replicas.runner``."""

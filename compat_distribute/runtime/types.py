@@ -66,6 +66,10 @@ class ExtendedLike(Protocol):
 
   _compute_devices: tuple[DeviceName, ...]
   _default_device: Optional[DeviceName]
+  # How its replicas run (``replicas.runner``): one replica as several do,
+  # and the replica context kept for the one replica otherwise.
+  _one_replica_like_many: bool
+  _single_replica_context: Optional[Any]
 
   @property
   def worker_devices(self) -> Sequence[DeviceName]: ...
