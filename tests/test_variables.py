@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from compat_distribute.strategies import one_device
 from compat_distribute import v2 as distribute
-from compat_distribute.variables.central import AggregatingVariable
+from compat_distribute.variables.aggregating import AggregatingVariable
 from compat_distribute.variables.central import create_central_variable
 from conftest import cpu, in_mode
 from keras_support import keras

@@ -88,7 +88,7 @@ class StrategyMethods:
     return self._extended.colocate_vars_with(colocate_with_variable)
 
   def configure(self, session_config: Optional[ConfigProto] = None,
-                cluster_spec: Optional[object] = None,
+                cluster_spec: Optional[Union[tf.train.ClusterSpec, dict]] = None,
                 task_type: Optional[str] = None,
                 task_id: Optional[int] = None) -> None:
     """Deprecated: updates ``session_config`` in place with

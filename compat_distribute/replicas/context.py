@@ -20,7 +20,7 @@ from compat_distribute import _tf_compat
 from compat_distribute import _tf_private
 from compat_distribute.runtime import context
 from compat_distribute.values import reduce as reduce_lib
-from compat_distribute.variables import central as variables_lib
+from compat_distribute.variables.aggregating import AggregatingVariable
 from compat_distribute.runtime.types import MergeFn
 from compat_distribute.runtime.types import Nest
 from compat_distribute.runtime.types import ReduceOpLike
@@ -199,7 +199,7 @@ class ReplicaContext(tf.distribute.ReplicaContext,
     # tf.custom_gradient rejects a variable read inside it unless that very
     # object is an input: a CentralStorage wrapper goes in as its variable.
     reduced = reduce_with_gradient(*[
-        v.get() if isinstance(v, variables_lib.AggregatingVariable) else v
+        v.get() if isinstance(v, AggregatingVariable) else v
         for v in flat])
     return reduced[0] if single else tf.nest.pack_sequence_as(value, reduced)
 

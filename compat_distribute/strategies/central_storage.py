@@ -3,7 +3,7 @@
 Each compute device runs one replica of ``strategy.run``; every variable
 created in ``scope()`` lives once, on the parameter device, and with several
 replicas it is wrapped so that replica-context updates are combined across
-replicas first (see ``compat_distribute.variables.central``).  Reductions go
+replicas first (see ``compat_distribute.variables``).  Reductions go
 through ``compat_distribute.values.cross_device``.
 
 >>> import tensorflow as tf
@@ -44,6 +44,7 @@ from compat_distribute.api import strategy as strategy_lib
 from compat_distribute.api import strategy_v1
 from compat_distribute.values import distributed as values_lib
 from compat_distribute.variables import central as variables_lib
+from compat_distribute.variables.aggregating import AggregatingVariable
 from compat_distribute.runtime.types import Creator
 from compat_distribute.runtime.types import Destinations
 from compat_distribute.runtime.types import Nest
@@ -279,7 +280,7 @@ class CentralStorageExtended(extended_lib.Extended):
 
   def _update(self, var: tf.Variable, fn: ReplicaFn, args: tuple,
               kwargs: dict, group: bool) -> Nest:
-    if isinstance(var, variables_lib.AggregatingVariable):
+    if isinstance(var, AggregatingVariable):
       var = var.get()
     if not isinstance(var, tf.Variable):
       raise ValueError(
