@@ -141,6 +141,8 @@ def worker_main(argv: list[str]) -> None:
     init = v1.global_variables_initializer()
     uninitialized = v1.report_uninitialized_variables()
   config = strategy.update_config_proto(v1.ConfigProto())
+  if hasattr(extended, "wait_for_cluster"):  # ours: a bounded, named wait
+    extended.wait_for_cluster()
   target = "grpc://" + extended._cluster_spec.task_address("worker", task_id)  # pylint: disable=protected-access
   losses, ms, accuracy = [], [], 0.0
 
