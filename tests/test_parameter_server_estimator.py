@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 
@@ -40,6 +41,8 @@ def _run_tasks(impl, model_dir, cluster, tasks):
   processes = {}
   try:
     for task_type in tasks:
+      if task_type == "worker":
+        _wait_for_first_checkpoint(model_dir, processes["chief"])
       env = dict(os.environ, TF_CONFIG=local_cluster.tf_config(
           cluster, task_type, 0), TF_CPP_MIN_LOG_LEVEL="2",
                  COMPAT_DISTRIBUTE_CLUSTER_WAIT="120")
@@ -62,6 +65,18 @@ def _run_tasks(impl, model_dir, cluster, tasks):
       if process.poll() is None:
         process.kill()
       process.communicate()
+
+
+def _wait_for_first_checkpoint(model_dir, chief):
+  """Until the chief has initialised the variables (it saves step 0 then):
+  a worker started earlier checks only every 30 s (Estimator's session
+  manager), which would add half a minute to each run."""
+  path = os.path.join(model_dir, "model.ckpt-0.index")
+  deadline = time.monotonic() + TIMEOUT
+  while not os.path.exists(path):
+    if chief.poll() is not None or time.monotonic() > deadline:
+      return  # the worker's own wait (or the chief's result) says why
+    time.sleep(0.2)
 
 
 def _final_eval_loss(model_dir):
@@ -96,7 +111,7 @@ def test_train_and_evaluate_with_tf_config_trains_to_natives_checkpoint():
                  "evaluator": ports[3:]}
       model_dir = os.path.join(root, impl)
       results = _run_tasks(impl, model_dir, cluster,
-                           ["ps", "chief", "worker", "evaluator"])
+                           ["ps", "chief", "evaluator", "worker"])
       chief = _json(results["chief"], f"{impl} chief")
       worker = _json(results["worker"], f"{impl} worker")
       _json(results["evaluator"], f"{impl} evaluator")
