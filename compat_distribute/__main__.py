@@ -5,10 +5,14 @@
     (``sys.argv``, ``__name__ == "__main__"``, ``sys.path[0]``, exit code),
     with ``compat_distribute.install()`` in effect, so TensorFlow's
     ``OneDeviceStrategy`` and ``CentralStorageStrategy`` names (v1 and v2)
-    and the v1 ``ParameterServerStrategy`` are the shim's.
+    and the v1 ``ParameterServerStrategy`` are the shim's, in every
+    spelling.
 ``demo [--strategy ...] [--replicas N] [--epochs N] [--api v1|v2] [--cluster WxP]``
     Trains a small classifier under the shim and under native TensorFlow and
     prints the two side by side; ``demo --help`` lists the flags.
+
+A mistake on the command line prints the command's short usage and one
+error line and exits with status 2; ``--help`` texts are plain text.
 """
 from __future__ import annotations
 

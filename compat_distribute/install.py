@@ -84,7 +84,7 @@ _originals: Optional[list[tuple[Any, str, Any]]] = None
 # While installed: {id(TensorFlow's class): (TensorFlow's class, ours)}.
 _replacements: dict[int, tuple[Any, Any]] = {}
 # Entries install() added to sys.modules, as (name, module); see
-# _import_name_modules.
+# _unloaded_import_name.
 _added_modules: list[tuple[str, Any]] = []
 
 

@@ -27,7 +27,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # pytest in a subprocess) makes its own folder inside this one.
 
 RUN_TEMP_DIR = tempfile.mkdtemp(prefix="compat_distribute-tests-")
-SYSTEM_TEMP_DIR = os.path.dirname(RUN_TEMP_DIR)
 for _name in ("TMPDIR", "TEMP", "TMP"):
   os.environ[_name] = RUN_TEMP_DIR
 tempfile.tempdir = RUN_TEMP_DIR
