@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/cluster.py            # 1x1, 2x1, 2x2; 2 epochs, 3 runs
+    python benchmarks/cluster.py            # 1x1, 2x1, 2x2; 2 epochs, 4 pairs of runs
     python benchmarks/cluster.py --quick    # 1 run of 1 epoch per shape
 
 For each shape (workers x parameter servers) a ``LocalCluster`` of
@@ -12,34 +12,65 @@ variables on the ps tasks, one ``Session`` per worker) is trained on it under
 TensorFlow's ``ParameterServerStrategyV1`` and under ours, on the same
 servers, with the same data, initial weights and update order.  The time per
 step is the median of the workers' ``Session.run`` of one training step (not
-the wait for a worker's turn), taken from the last epoch; a shape is run
-``--runs`` times, each time on a fresh cluster, and the table shows the
-median over runs and the range of ours/native.  Measurements, not tests.
+the wait for a worker's turn), taken from the last epoch.  Each shape gets
+one cluster and ``--runs`` pairs of runs on it, alternating which
+implementation goes first (each run in its own variable scope); the table
+shows the medians over runs, the median and the range of ours/native per
+pair, and the largest difference of the per-epoch losses.  Measurements,
+not tests.
 """
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import os
 import statistics
 import sys
 import tempfile
+from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 SHAPES = ((1, 1), (2, 1), (2, 2))
 
 
-def run_shape(workers: int, ps: int, epochs: int, samples: int
-              ) -> tuple[float, float, float]:
-  """(ms/step ours, ms/step native, largest loss difference) of one run."""
-  from compat_distribute.cluster import demo  # pylint: disable=g-import-not-at-top
-  with contextlib.redirect_stdout(io.StringIO()):  # the demo's progress lines
-    ours, native = demo.run_cluster(workers, ps, epochs=epochs, seed=0,
-                                    batch_size=64, samples=samples)
-  diff = max(abs(a - b) for a, b in zip(ours.losses, native.losses))
-  return ours.ms_per_step[-1], native.ms_per_step[-1], diff
+def _train(cluster: Any, impl: str, run_id: str, epochs: int,
+           samples: int) -> tuple[float, list[float]]:
+  """One training run of every worker: (median over workers of the last
+  epoch's ms/step, the mean loss per epoch)."""
+  results = cluster.run_workers(
+      "compat_distribute.cluster.demo",
+      ["--impl", impl, "--run_id", run_id, "--epochs", str(epochs),
+       "--seed", "0", "--batch_size", "64", "--samples", str(samples)],
+      timeout=600.0, launcher=["-m"])
+  for r in results:
+    if r.returncode != 0 or r.timed_out:
+      raise RuntimeError(f"{impl}: {r.task} failed (exit {r.returncode}"
+                         f"{', timed out' if r.timed_out else ''}):\n"
+                         f"{r.stderr[-3000:]}")
+  outputs = [r.json() for r in results]
+  ms = statistics.median(o["ms_per_step"][-1] for o in outputs)
+  losses = [statistics.fmean(o["losses"][e] for o in outputs)
+            for e in range(epochs)]
+  return ms, losses
+
+
+def run_shape(workers: int, ps: int, runs: int, epochs: int, samples: int
+              ) -> tuple[list[float], list[float], float]:
+  """ms/step of ours and of native in each run, and the largest loss
+  difference.  One cluster per shape; the runs alternate which
+  implementation goes first (native, ours, then ours, native, ...)."""
+  from compat_distribute.cluster import local  # pylint: disable=g-import-not-at-top
+  ours, native, diff = [], [], 0.0
+  with local.LocalCluster(num_workers=workers, num_ps=ps) as cluster:
+    for r in range(runs):
+      order = ("native", "ours") if r % 2 == 0 else ("ours", "native")
+      out = {impl: _train(cluster, impl, f"{impl}{r}", epochs, samples)
+             for impl in order}
+      ours.append(out["ours"][0])
+      native.append(out["native"][0])
+      diff = max([diff] + [abs(a - b) for a, b in
+                           zip(out["ours"][1], out["native"][1])])
+  return ours, native, diff
 
 
 def main(argv=None) -> int:
@@ -47,13 +78,13 @@ def main(argv=None) -> int:
   parser.add_argument("--quick", action="store_true",
                       help="one run of one epoch per shape")
   parser.add_argument("--runs", type=int, default=None,
-                      help="fresh clusters per shape (default 3, quick 1)")
+                      help="pairs of runs per shape (default 4, quick 1)")
   parser.add_argument("--epochs", type=int, default=None,
                       help="epochs per run; the last is timed (default 2)")
   parser.add_argument("--samples", type=int, default=None,
                       help="training examples (default 4096, quick 1024)")
   args = parser.parse_args(argv)
-  runs = args.runs or (1 if args.quick else 3)
+  runs = args.runs or (1 if args.quick else 4)
   epochs = args.epochs or (1 if args.quick else 2)
   samples = args.samples or (1024 if args.quick else 4096)
   # The workers start with ``python -m``, which puts the current directory
@@ -66,17 +97,13 @@ def main(argv=None) -> int:
         f"{epochs} of {epochs} timed, {runs} run(s) per shape")
   rows = []
   for workers, ps in SHAPES:
-    results = []
-    for r in range(runs):
-      print(f"... {workers}x{ps} run {r + 1}/{runs}", file=sys.stderr,
-            flush=True)
-      results.append(run_shape(workers, ps, epochs, samples))
-    ours = statistics.median(o for o, _, _ in results)
-    native = statistics.median(n for _, n, _ in results)
-    ratios = [o / n for o, n, _ in results]
-    rows.append(f"| {workers}x{ps} | {native:.3f} | {ours:.3f} | "
-                f"{ours / native:.2f}x | {min(ratios):.2f}-{max(ratios):.2f}x "
-                f"| {max(d for _, _, d in results):.1e} |")
+    print(f"... {workers}x{ps}: {runs} run(s)", file=sys.stderr, flush=True)
+    ours, native, diff = run_shape(workers, ps, runs, epochs, samples)
+    ratios = [o / n for o, n in zip(ours, native)]
+    rows.append(f"| {workers}x{ps} | {statistics.median(native):.3f} | "
+                f"{statistics.median(ours):.3f} | "
+                f"{statistics.median(ratios):.2f}x | "
+                f"{min(ratios):.2f}-{max(ratios):.2f}x | {diff:.1e} |")
   print("| cluster (workers x ps) | ms/step native | ms/step ours | "
         "ours/native | range over runs | largest loss difference |")
   print("|---|---:|---:|---:|---:|---:|")

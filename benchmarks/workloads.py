@@ -285,13 +285,32 @@ def trace(kind: str, variant: str) -> Unit:
 # -- distributed dataset iteration -----------------------------------------------
 
 def dataset(kind: str, variant: str) -> Unit:
-  """One ``next()`` on an iterator over (distributed) global batches."""
-  strategy = make_strategy(kind, variant)
+  """One ``next()`` on an iterator over (distributed) global batches; by
+  hand, ``next()`` on the plain iterator, each component cut with one
+  ``tf.split`` on ``/cpu:0`` and each replica's pieces copied to its device
+  with one ``IdentityN`` (the least an eager per-replica split can do)."""
   x, y = _data()
   if WIDTH != 1:
     x = np.ones((GLOBAL_BATCH, WIDTH), np.float32)
   rows = np.concatenate([x] * 8), np.concatenate([y] * 8)
   ds = tf.data.Dataset.from_tensor_slices(rows).repeat().batch(GLOBAL_BATCH)
+  if variant == "by_hand":
+    if kind != "central_storage":
+      raise NotApplicable(variant)
+    plain = iter(ds)
+    devices = DEVICES
+
+    def by_hand():
+      with tf.device(devices[0]):
+        pieces = [tf.split(t, len(devices)) for t in next(plain)]
+      out = []
+      for i, device in enumerate(devices):
+        with tf.device(device):
+          out.append(tf.identity_n([p[i] for p in pieces]))
+      return out
+
+    return Unit(by_hand, per_block=100)
+  strategy = make_strategy(kind, variant)
   if strategy is not None:
     ds = strategy.experimental_distribute_dataset(ds)
   iterator = iter(ds)
