@@ -6,7 +6,8 @@ a ``tf.Graph`` under the strategy's scope, an input iterator from
 replicas, and ``Session.run`` of the reduced loss.  CentralStorage over the
 logical CPUs in ``workloads.DEVICES``; without a strategy, the same graph on
 one device; by hand, the same replicas written out in the TF1 graph (one
-``get_next`` split per replica, each replica's loss and ``tf.gradients``
+``get_next`` from the dataset prefetched by one step, as the strategies'
+iterators read it, split per replica, each replica's loss and ``tf.gradients``
 under its own ``tf.device``, the gradients summed with ``add_n`` and applied
 by the optimizer on ``/cpu:0``, the losses summed there).
 """
@@ -88,7 +89,9 @@ def build(kind: str, variant: str) -> workloads.Unit:
             workloads.GLOBAL_BATCH)
     optimizer = v1.train.GradientDescentOptimizer(workloads.LEARNING_RATE)
     if variant == "by_hand":
-      iterator = v1.data.make_initializable_iterator(ds)
+      # One step read ahead, as both strategies' v1 iterators do
+      # (TensorFlow's through its MultiDeviceIterator's buffer).
+      iterator = v1.data.make_initializable_iterator(ds.prefetch(1))
       fetch = _by_hand_step(optimizer, _variables(), *iterator.get_next())
       init_iterator = iterator.initializer
     elif strategy is None:
