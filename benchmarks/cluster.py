@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/cluster.py            # 1x1, 2x1, 2x2; 2 epochs, 4 pairs of runs
+    python benchmarks/cluster.py          # 1x1, 2x1, 2x2: 2 epochs, 4 pairs
     python benchmarks/cluster.py --quick    # 1 run of 1 epoch per shape
 
 For each shape (workers x parameter servers) a ``LocalCluster`` of

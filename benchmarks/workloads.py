@@ -29,7 +29,7 @@ GLOBAL_BATCH = 64
 FEATURES, HIDDEN, CLASSES = 32, 64, 10
 LEARNING_RATE = 0.1
 DEVICES = ("/cpu:0", "/cpu:1")
-WIDTH = 1  # the eager run's tensor and the dataset's rows: (GLOBAL_BATCH, WIDTH)
+WIDTH = 1  # eager run tensor and dataset rows: (GLOBAL_BATCH, WIDTH)
 
 
 def configure(num_replicas: int = 2, hidden: int = 64,
