@@ -39,5 +39,7 @@ setup(
         "cpu": ["tensorflow-cpu>=2.12,<2.22"],
         "gpu": ["tensorflow>=2.12,<2.22"],
         "test": ["pytest"],
+        # benchmarks/sweep.py's plot (the tables are written without it).
+        "bench": ["matplotlib"],
     },
 )

@@ -3,8 +3,13 @@
 The TF1 script shape: variables and a v1 ``GradientDescentOptimizer`` built in
 a ``tf.Graph`` under the strategy's scope, an input iterator from
 ``make_dataset_iterator``, ``experimental_run`` of the step over the
-replicas, and ``Session.run`` of the reduced loss.  CentralStorage over two
-logical CPUs; without a strategy, the same graph on one device.
+replicas, and ``Session.run`` of the reduced loss.  CentralStorage over the
+logical CPUs in ``workloads.DEVICES``; without a strategy, the same graph on
+one device; by hand, the same replicas written out in the TF1 graph (one
+``get_next`` from the dataset prefetched by one step, as the strategies'
+iterators read it, split per replica, each replica's loss and ``tf.gradients``
+under its own ``tf.device``, the gradients summed with ``add_n`` and applied
+by the optimizer on ``/cpu:0``, the losses summed there).
 """
 from __future__ import annotations
 
@@ -20,16 +25,14 @@ v1 = tf.compat.v1
 
 
 def _strategy(variant: str) -> Any:
-  if variant == "by_hand":
-    raise workloads.NotApplicable(variant)
-  if variant == "none":
+  if variant in ("none", "by_hand"):
     return None
   if variant == "native":
     module = v1.distribute
   else:
     from compat_distribute import v1 as module  # pylint: disable=g-import-not-at-top
   strategy = module.experimental.CentralStorageStrategy(
-      compute_devices=list(workloads.TWO_CPUS), parameter_device="/cpu:0")
+      compute_devices=list(workloads.DEVICES), parameter_device="/cpu:0")
   if variant == "ours":
     workloads.check_ours(strategy)
   return strategy
@@ -57,8 +60,26 @@ def _loss(variables: list[tf.Variable], x: tf.Tensor,
   return tf.reduce_sum(per_example) / workloads.GLOBAL_BATCH
 
 
+def _by_hand_step(optimizer: Any, variables: list[tf.Variable], x: tf.Tensor,
+                  y: tf.Tensor) -> tf.Tensor:
+  devices = workloads.DEVICES
+  with tf.device(devices[0]):
+    xs, ys = tf.split(x, len(devices)), tf.split(y, len(devices))
+  losses, grads = [], []
+  for device, xi, yi in zip(devices, xs, ys):
+    with tf.device(device):
+      loss = _loss(variables, xi, yi)
+      losses.append(loss)
+      grads.append(tf.gradients(loss, variables))
+  with tf.device(devices[0]):
+    summed = [tf.math.add_n(list(g)) for g in zip(*grads)]
+    train_op = optimizer.apply_gradients(zip(summed, variables))
+    with tf.control_dependencies([train_op]):
+      return tf.math.add_n(losses)
+
+
 def build(kind: str, variant: str) -> workloads.Unit:
-  del kind  # always CentralStorage over two CPUs
+  del kind  # always CentralStorage over workloads.DEVICES
   graph = tf.Graph()
   x, y = workloads._data()  # pylint: disable=protected-access
   with graph.as_default():
@@ -67,7 +88,13 @@ def build(kind: str, variant: str) -> workloads.Unit:
         (np.concatenate([x] * 8), np.concatenate([y] * 8))).repeat().batch(
             workloads.GLOBAL_BATCH)
     optimizer = v1.train.GradientDescentOptimizer(workloads.LEARNING_RATE)
-    if strategy is None:
+    if variant == "by_hand":
+      # One step read ahead, as both strategies' v1 iterators do
+      # (TensorFlow's through its MultiDeviceIterator's buffer).
+      iterator = v1.data.make_initializable_iterator(ds.prefetch(1))
+      fetch = _by_hand_step(optimizer, _variables(), *iterator.get_next())
+      init_iterator = iterator.initializer
+    elif strategy is None:
       iterator = v1.data.make_initializable_iterator(ds)
       loss = _loss(_variables(), *iterator.get_next())
       train_op = optimizer.minimize(loss)
@@ -89,7 +116,7 @@ def build(kind: str, variant: str) -> workloads.Unit:
         fetch = strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica)
       init_iterator = iterator.initializer
     init = v1.global_variables_initializer()
-  config = v1.ConfigProto(device_count={"CPU": 2})
+  config = v1.ConfigProto(device_count={"CPU": len(workloads.DEVICES)})
   if strategy is not None:
     config = strategy.update_config_proto(config)
   session = v1.Session(graph=graph, config=config)

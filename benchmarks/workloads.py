@@ -11,7 +11,10 @@ should hold.  Building (strategy, variables, datasets, the first trace)
 happens in the builder, outside the timings.
 
 All strategies here are single-machine ones; ``CentralStorage`` computes on
-two logical CPUs (``run.py`` creates them before TensorFlow initialises).
+the logical CPUs in ``DEVICES`` (two unless ``configure`` says otherwise;
+``run.py`` and ``sweep.py`` create them before TensorFlow initialises).
+``configure`` also sets the MLP's hidden width, which the eager ``run``'s
+tensor and the dataset's rows share (``sweep.py`` varies both).
 """
 from __future__ import annotations
 
@@ -25,7 +28,19 @@ VARIANTS = ("native", "ours", "none", "by_hand")
 GLOBAL_BATCH = 64
 FEATURES, HIDDEN, CLASSES = 32, 64, 10
 LEARNING_RATE = 0.1
-TWO_CPUS = ("/cpu:0", "/cpu:1")
+DEVICES = ("/cpu:0", "/cpu:1")
+WIDTH = 1  # eager run tensor and dataset rows: (GLOBAL_BATCH, WIDTH)
+
+
+def configure(num_replicas: int = 2, hidden: int = 64,
+              width: int = 1) -> None:
+  """Replicas on ``/cpu:0`` .. ``/cpu:{num_replicas-1}``, the MLP's hidden
+  width, and the width of the eager ``run``'s tensor and of the dataset's
+  rows (``width=1``: a scalar ``x`` and ``FEATURES``-wide rows, as in
+  ``run.py``'s table)."""
+  global DEVICES, HIDDEN, WIDTH
+  DEVICES = tuple(f"/cpu:{i}" for i in range(num_replicas))
+  HIDDEN, WIDTH = hidden, width
 
 
 class NotApplicable(Exception):
@@ -57,7 +72,7 @@ def make_strategy(kind: str, variant: str) -> Any:
     strategy = module.OneDeviceStrategy("/cpu:0")
   else:
     strategy = module.experimental.CentralStorageStrategy(
-        compute_devices=list(TWO_CPUS), parameter_device="/cpu:0")
+        compute_devices=list(DEVICES), parameter_device="/cpu:0")
   if variant == "ours":
     check_ours(strategy)
   return strategy
@@ -116,9 +131,24 @@ def _split_batch(strategy: Any, x: np.ndarray, y: np.ndarray) -> Any:
 # -- eager run overhead ---------------------------------------------------------
 
 def eager_run(kind: str, variant: str) -> Unit:
-  """One eager ``strategy.run`` of a trivial function (``x + 1``)."""
+  """One eager ``strategy.run`` of a trivial function (``x + 1``); by hand,
+  the same op once per replica under each replica's ``tf.device``."""
+  if variant == "by_hand":
+    if kind != "central_storage":
+      raise NotApplicable(variant)
+    x = tf.constant(1.0) if WIDTH == 1 else tf.ones([GLOBAL_BATCH, WIDTH])
+    devices = DEVICES
+
+    def by_hand():
+      out = []
+      for device in devices:
+        with tf.device(device):
+          out.append(x + 1)
+      return out
+
+    return Unit(by_hand, per_block=200)
   strategy = make_strategy(kind, variant)
-  x = tf.constant(1.0)
+  x = tf.constant(1.0) if WIDTH == 1 else tf.ones([GLOBAL_BATCH, WIDTH])
 
   def add_one(t):
     return t + 1
@@ -180,12 +210,12 @@ class _Mlp:
     forward and backward pass under its own device, then the gradients
     summed and applied (and the losses summed) on the parameter device."""
     grads, losses = [], []
-    for device, x, y in zip(TWO_CPUS, xs, ys):
+    for device, x, y in zip(DEVICES, xs, ys):
       with tf.device(device):
         loss, replica_grads = self.loss_and_grads(x, y)
       losses.append(loss)
       grads.append(replica_grads)
-    with tf.device(TWO_CPUS[0]):
+    with tf.device(DEVICES[0]):
       for v, *per_replica in zip(self.variables, *grads):
         v.assign_sub(LEARNING_RATE * tf.math.add_n(per_replica))
       return tf.math.add_n(losses)
@@ -222,9 +252,9 @@ def _step_and_inputs(kind: str, variant: str) -> tuple[Any, Any, Any, Any]:
       raise NotApplicable(variant)
     model = _Mlp(None)
     x, y = _data()
-    half = GLOBAL_BATCH // len(TWO_CPUS)
-    xs = [tf.constant(x[:half]), tf.constant(x[half:])]
-    ys = [tf.constant(y[:half]), tf.constant(y[half:])]
+    per = GLOBAL_BATCH // len(DEVICES)
+    xs = [tf.constant(x[i * per:(i + 1) * per]) for i in range(len(DEVICES))]
+    ys = [tf.constant(y[i * per:(i + 1) * per]) for i in range(len(DEVICES))]
     return model, model.by_hand_step, xs, ys
   strategy = make_strategy(kind, variant)
   model = _Mlp(strategy)
@@ -255,11 +285,32 @@ def trace(kind: str, variant: str) -> Unit:
 # -- distributed dataset iteration -----------------------------------------------
 
 def dataset(kind: str, variant: str) -> Unit:
-  """One ``next()`` on an iterator over (distributed) global batches."""
-  strategy = make_strategy(kind, variant)
+  """One ``next()`` on an iterator over (distributed) global batches; by
+  hand, ``next()`` on the plain iterator, each component cut with one
+  ``tf.split`` on ``/cpu:0`` and each replica's pieces copied to its device
+  with one ``IdentityN`` (the least an eager per-replica split can do)."""
   x, y = _data()
+  if WIDTH != 1:
+    x = np.ones((GLOBAL_BATCH, WIDTH), np.float32)
   rows = np.concatenate([x] * 8), np.concatenate([y] * 8)
   ds = tf.data.Dataset.from_tensor_slices(rows).repeat().batch(GLOBAL_BATCH)
+  if variant == "by_hand":
+    if kind != "central_storage":
+      raise NotApplicable(variant)
+    plain = iter(ds)
+    devices = DEVICES
+
+    def by_hand():
+      with tf.device(devices[0]):
+        pieces = [tf.split(t, len(devices)) for t in next(plain)]
+      out = []
+      for i, device in enumerate(devices):
+        with tf.device(device):
+          out.append(tf.identity_n([p[i] for p in pieces]))
+      return out
+
+    return Unit(by_hand, per_block=100)
+  strategy = make_strategy(kind, variant)
   if strategy is not None:
     ds = strategy.experimental_distribute_dataset(ds)
   iterator = iter(ds)

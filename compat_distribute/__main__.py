@@ -5,10 +5,14 @@
     (``sys.argv``, ``__name__ == "__main__"``, ``sys.path[0]``, exit code),
     with ``compat_distribute.install()`` in effect, so TensorFlow's
     ``OneDeviceStrategy`` and ``CentralStorageStrategy`` names (v1 and v2)
-    and the v1 ``ParameterServerStrategy`` are the shim's.
+    and the v1 ``ParameterServerStrategy`` are the shim's, in every
+    spelling.
 ``demo [--strategy ...] [--replicas N] [--epochs N] [--api v1|v2] [--cluster WxP]``
     Trains a small classifier under the shim and under native TensorFlow and
     prints the two side by side; ``demo --help`` lists the flags.
+
+A mistake on the command line prints the command's short usage and one
+error line and exits with status 2; ``--help`` texts are plain text.
 """
 from __future__ import annotations
 
@@ -18,20 +22,29 @@ import sys
 import traceback
 from typing import Optional, Sequence
 
-USAGE = """\
-usage: python -m compat_distribute run SCRIPT [ARGS...]
-       python -m compat_distribute demo [--strategy one_device|central_storage]
-                                        [--replicas N] [--epochs N] [--api v1|v2]
-                                        [--cluster WxP]
-
-  run   run SCRIPT like `python SCRIPT ARGS...`, with TensorFlow's
+PROG = "python -m compat_distribute"
+SHORT_USAGE = f"""\
+usage: {PROG} run SCRIPT [ARGS...]
+       {PROG} demo [FLAGS...]
+"""
+USAGE = f"""\
+{SHORT_USAGE}
+  run   run SCRIPT as 'python SCRIPT ARGS...' does, with TensorFlow's
         OneDeviceStrategy and CentralStorageStrategy (tf.distribute and
         tf.compat.v1.distribute) and tf.compat.v1's ParameterServerStrategy
-        replaced by compat_distribute's
+        replaced by compat_distribute's, in every spelling
   demo  train a small classifier under compat_distribute and under native
-        TensorFlow and compare loss and time per step (demo --help: flags;
-        --cluster 2x1 trains on 2 workers and 1 ps on 127.0.0.1)
+        TensorFlow and compare loss and time per step; 'demo --help' lists
+        its flags (--strategy, --replicas, --epochs, --api v1|v2, ...), and
+        'demo --cluster 2x1' trains on 2 workers and 1 ps on 127.0.0.1
 """
+
+
+def _usage_error(message: str) -> int:
+  """Prints the short usage and the message, as argparse does; returns 2."""
+  sys.stderr.write(f"{SHORT_USAGE}{PROG}: error: {message}\n")
+  return 2
+
 
 # Frames of this file and of runpy (which may be frozen, "<frozen runpy>")
 # are the runner's own, not the user's; they are cut from the traceback of an
@@ -109,24 +122,24 @@ def run_script(script: str, args: Sequence[str] = ()) -> int:
 def main(argv: Optional[Sequence[str]] = None) -> int:
   """Entry point of ``python -m compat_distribute``; returns the exit code."""
   argv = list(sys.argv[1:] if argv is None else argv)
-  if not argv or argv[0] in ("-h", "--help", "help"):
-    (sys.stdout if argv else sys.stderr).write(USAGE)
-    return 0 if argv else 2
+  if not argv:
+    return _usage_error("a command is required: run or demo")
+  if argv[0] in ("-h", "--help", "help"):
+    sys.stdout.write(USAGE)
+    return 0
   command, rest = argv[0], argv[1:]
   if command == "run":
-    if not rest or rest[0] in ("-h", "--help"):
-      (sys.stdout if rest else sys.stderr).write(USAGE)
-      return 0 if rest else 2
+    if rest and rest[0] in ("-h", "--help"):
+      sys.stdout.write(USAGE)
+      return 0
+    if not rest:
+      return _usage_error("run needs the SCRIPT to run")
     return run_script(rest[0], rest[1:])
   if command == "demo":
     from compat_distribute.demo import single as demo  # pylint: disable=g-import-not-at-top
-    return demo.run_from_command_line(
-        [f"{os.path.basename(sys.executable)} -m compat_distribute demo",
-         *rest])
-  sys.stderr.write(
-      f"compat_distribute: unknown command {command!r}; expected 'run' or "
-      f"'demo'.\n\n{USAGE}")
-  return 2
+    return demo.run_from_command_line([f"{PROG} demo", *rest])
+  return _usage_error(f"unknown command {command!r} (choose from 'run', "
+                      "'demo')")
 
 
 if __name__ == "__main__":

@@ -13,17 +13,32 @@ TensorFlow name                                                      replaced by
 ``tf.compat.v1.distribute.experimental.ParameterServerStrategy``     ``compat_distribute.v1.experimental.ParameterServerStrategy``
 ===================================================================  ==================================================
 
-The same two v2 names under ``tf.compat.v2.distribute`` (a separate module
-object in TensorFlow 2.21) are replaced as well, and so are the names a later
-``from tensorflow.compat.v1.distribute import OneDeviceStrategy`` statement
-imports.  ``uninstall()`` puts the exact original objects back.  Both are idempotent, and ``install()`` also
-works as a context manager that undoes only what it did:
+Every other spelling of these names is replaced too.  TensorFlow's public
+API is a tree of module objects, and one class appears in several of them:
+``tf.compat.v2.distribute``, ``tf.compat.v1.compat.v1.distribute``,
+``tf.compat.v2.compat.v1.distribute`` and the ``tensorflow._api.v2.*``
+modules behind them are separate objects on some versions (2.12-2.14 have
+the most), and from 2.15 the ``compat.v1`` modules are wrappers around an
+inner module.  So ``install()`` does not go by path: it walks every loaded
+module object of TensorFlow's API (``tensorflow``, ``tensorflow.compat.*``,
+``tensorflow._api.*``) and rebinds each attribute that *is* one of the
+classes above to ours.  A module of the API imported later, while
+installed (an import statement naming a module not loaded yet, or a lazy
+loader), is rebound as soon as it has run, and a later
+``from tensorflow.compat.v1.distribute import OneDeviceStrategy`` imports
+ours.  TensorFlow's own implementation modules (``tensorflow.python.*``)
+keep their classes, so TensorFlow's and Keras' internal checks still see
+TensorFlow's strategies as what they are.
+
+``uninstall()`` puts the exact original objects back.  Both are idempotent,
+and ``install()`` also works as a context manager that undoes only what it
+did:
 
 >>> import tensorflow as tf
 >>> import compat_distribute
 >>> from compat_distribute import v2
 >>> with compat_distribute.install():
-...   tf.distribute.OneDeviceStrategy is v2.OneDeviceStrategy
+...   tf.compat.v1.compat.v2.distribute.OneDeviceStrategy is v2.OneDeviceStrategy
 True
 >>> tf.distribute.OneDeviceStrategy is v2.OneDeviceStrategy
 False
@@ -36,11 +51,15 @@ left untouched.
 from __future__ import annotations
 
 import importlib
+import importlib.abc
 import sys
 import threading
+import types
 from typing import Any, Optional
 
 # (TensorFlow module path below ``tf``, attribute, our module, our attribute).
+# The path names where TensorFlow's class is looked up; install() then
+# replaces that class object wherever TensorFlow's API holds it.
 _TARGETS: tuple[tuple[str, str, str, str], ...] = (
     ("distribute", "OneDeviceStrategy",
      "compat_distribute.v2", "OneDeviceStrategy"),
@@ -62,8 +81,10 @@ _lock = threading.RLock()
 # While installed: one (module object, attribute, original value) per name
 # replaced, in the order replaced.  None while not installed.
 _originals: Optional[list[tuple[Any, str, Any]]] = None
+# While installed: {id(TensorFlow's class): (TensorFlow's class, ours)}.
+_replacements: dict[int, tuple[Any, Any]] = {}
 # Entries install() added to sys.modules, as (name, module); see
-# _import_name_modules.
+# _unloaded_import_name.
 _added_modules: list[tuple[str, Any]] = []
 
 
@@ -75,29 +96,113 @@ def _tf_module(path: str) -> Any:
   return module
 
 
-def _import_name_modules(tf_path: str, module: Any) -> tuple[list[Any],
-                                                             list[str]]:
-  """The module objects behind ``tensorflow.<tf_path>`` as an import name.
+def _is_api_name(name: Any) -> bool:
+  """Whether a module of this ``__name__`` belongs to TensorFlow's public API
+  tree (as opposed to its implementation, ``tensorflow.python`` & co)."""
+  return isinstance(name, str) and (
+      name == "tensorflow" or name.startswith(("tensorflow.compat.",
+                                               "tensorflow._api.")))
+
+
+def _api_modules() -> list[Any]:
+  """Every loaded module object of TensorFlow's API: reachable from
+  ``tensorflow`` by attributes (also the inner module of a 2.15+ wrapper)
+  or registered in ``sys.modules``.  Lazy loaders are not loaded."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  pending = [tf, *(m for n, m in list(sys.modules.items()) if _is_api_name(n))]
+  seen, found = set(), []
+  while pending:
+    module = pending.pop()
+    if id(module) in seen:
+      continue
+    seen.add(id(module))
+    found.append(module)
+    for value in list(vars(module).values()):
+      if (isinstance(value, types.ModuleType) and id(value) not in seen
+          and _is_api_name(value.__dict__.get("__name__"))):
+        pending.append(value)
+  return found
+
+
+def _rebind(module: Any, record: list[tuple[Any, str, Any]]) -> None:
+  """Replaces each of TensorFlow's classes ``module`` holds with ours,
+  appending (module, attribute, original) to ``record`` first."""
+  for attr, value in list(vars(module).items()):
+    pair = _replacements.get(id(value))
+    if pair is not None and pair[0] is value:
+      record.append((module, attr, value))
+      setattr(module, attr, pair[1])
+
+
+class _RebindingLoader(importlib.abc.Loader):
+  """Runs a module of TensorFlow's API with its own loader, then rebinds
+  the strategy names in it (and in the wrapper that replaced it in
+  ``sys.modules``, on 2.15+)."""
+
+  def __init__(self, loader: Any) -> None:
+    self._loader = loader
+
+  def create_module(self, spec):
+    return self._loader.create_module(spec)
+
+  def exec_module(self, module):
+    try:
+      self._loader.exec_module(module)
+    finally:  # the module keeps TensorFlow's loader, not this wrapper
+      module.__loader__ = self._loader
+      if getattr(module, "__spec__", None) is not None:
+        module.__spec__.loader = self._loader
+    with _lock:
+      if _originals is None:
+        return
+      for m in {id(m): m for m in (module,
+                                   sys.modules.get(module.__name__))}.values():
+        if m is not None:
+          _rebind(m, _originals)
+
+  def __getattr__(self, name):
+    return getattr(self._loader, name)
+
+
+class _RebindOnImport(importlib.abc.MetaPathFinder):
+  """While installed, first in ``sys.meta_path``: a module of TensorFlow's
+  API imported now gets our classes as soon as it has run."""
+
+  def find_spec(self, fullname, path, target=None):
+    if not _is_api_name(fullname):
+      return None
+    for finder in list(sys.meta_path):
+      find = getattr(finder, "find_spec", None)
+      if finder is self or find is None:
+        continue
+      spec = find(fullname, path, target)
+      if spec is not None:
+        if hasattr(spec.loader, "exec_module"):
+          spec.loader = _RebindingLoader(spec.loader)
+        return spec
+    return None
+
+
+_finder = _RebindOnImport()
+
+
+def _unloaded_import_name(tf_path: str) -> Optional[str]:
+  """``tensorflow.<tf_path>`` if it is an import name not loaded yet.
 
   ``from tensorflow.compat.v1.distribute import OneDeviceStrategy`` works in
   TensorFlow 2.21, but if ``tensorflow.compat.v1.distribute`` is not yet in
-  ``sys.modules`` the import statement loads a *new* copy of the module (with
-  TensorFlow's classes) and rebinds ``tf.compat.v1.distribute`` to it.  So
-  the module we patch is registered under its import name first, and a copy
-  already registered there is patched too.  Only ``tensorflow.compat.*``
-  names are handled: ``tensorflow.distribute`` is an unrelated package
-  (the RPC kernels), from which TensorFlow's strategies cannot be imported.
-
-  Returns:
-    (other module objects to patch, import names to register).
+  ``sys.modules`` the import statement loads a *new* copy of the module and
+  rebinds ``tf.compat.v1.distribute`` to it.  The copy would get our classes
+  too (``_RebindOnImport``), but registering the module we patched under its
+  import name first keeps ``tf.compat.v1.distribute`` the module it was.
+  Only ``tensorflow.compat.*`` names are handled: ``tensorflow.distribute``
+  is an unrelated package (the RPC kernels), from which TensorFlow's
+  strategies cannot be imported.
   """
   if not tf_path.startswith("compat."):
-    return [], []
+    return None
   name = "tensorflow." + tf_path
-  existing = sys.modules.get(name)
-  if existing is None:
-    return [], [name]
-  return ([] if existing is module else [existing]), []
+  return None if name in sys.modules else name
 
 
 def _our_class(module_name: str, attr: str) -> Any:
@@ -181,30 +286,41 @@ def install() -> Installation:
   with _lock:
     if _originals is not None:
       return Installation(swapped=False)
-    plan, register = [], []
+    replacements, register = {}, []
     for tf_path, attr, our_module, our_attr in _TARGETS:
       ours = _our_class(our_module, our_attr)
       module = _tf_module(tf_path)
-      copies, names = _import_name_modules(tf_path, module)
-      plan.extend((m, attr, ours) for m in [module, *copies])
-      register.extend((name, module) for name in names)
-    originals = [(module, attr, getattr(module, attr))
-                 for module, attr, _ in plan]
+      native = getattr(module, attr)
+      replacements[id(native)] = (native, ours)
+      name = _unloaded_import_name(tf_path)
+      if name is not None and name not in dict(register):
+        register.append((name, module))
+    _replacements.update(replacements)
+    originals: list[tuple[Any, str, Any]] = []
     try:
-      for module, attr, ours in plan:
-        setattr(module, attr, ours)
+      for module in _api_modules():
+        _rebind(module, originals)
       for name, module in register:
         sys.modules.setdefault(name, module)
+      sys.meta_path.insert(0, _finder)
     except BaseException:
-      for module, attr, original in originals:
-        setattr(module, attr, original)
-      for name, module in register:
-        if sys.modules.get(name) is module:
-          del sys.modules[name]
+      _undo(originals, register)
       raise
     _originals = originals
     _added_modules[:] = register
     return Installation(swapped=True)
+
+
+def _undo(originals: list[tuple[Any, str, Any]],
+          added: list[tuple[str, Any]]) -> None:
+  while _finder in sys.meta_path:
+    sys.meta_path.remove(_finder)
+  for module, attr, original in reversed(originals):
+    setattr(module, attr, original)
+  for name, module in added:
+    if sys.modules.get(name) is module:
+      del sys.modules[name]
+  _replacements.clear()
 
 
 def uninstall() -> None:
@@ -220,11 +336,7 @@ def uninstall() -> None:
   with _lock:
     if _originals is None:
       return
-    for module, attr, original in reversed(_originals):
-      setattr(module, attr, original)
-    for name, module in _added_modules:
-      if sys.modules.get(name) is module:
-        del sys.modules[name]
+    _undo(_originals, _added_modules)
     _added_modules.clear()
     _originals = None
 

@@ -2,12 +2,44 @@
 
 Every multi-replica test runs on these logical CPUs, so the suite needs no
 GPU.  This must happen before anything initialises TensorFlow's devices.
+
+The run's temporary files (TensorFlow's ``__autograph_generated_file*.py``,
+pytest's ``tmp_path``, the files of every subprocess a test starts) go to a
+folder of their own, made here and removed when the run ends: the process
+ends with ``os._exit`` (below), which skips the clean-up TensorFlow would do
+at exit.
 """
+import atexit
 import gc
 import os
+import shutil
 import sys
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+# -- one temporary folder per run, removed at its end ---------------------------
+#
+# Set before TensorFlow is imported (it reads TMPDIR, and autograph writes a
+# file per converted function through `tempfile`), and in os.environ so that
+# every subprocess a test starts inherits it.  A nested run (a test that runs
+# pytest in a subprocess) makes its own folder inside this one.
+
+RUN_TEMP_DIR = tempfile.mkdtemp(prefix="compat_distribute-tests-")
+for _name in ("TMPDIR", "TEMP", "TMP"):
+  os.environ[_name] = RUN_TEMP_DIR
+tempfile.tempdir = RUN_TEMP_DIR
+
+
+def _remove_run_temp_dir() -> None:
+  shutil.rmtree(RUN_TEMP_DIR, ignore_errors=True)
+
+
+# For COMPAT_DISTRIBUTE_NORMAL_EXIT=1 and a run that ends before its session
+# does (a usage error); registered before TensorFlow's own exit handlers, so
+# it runs after them.
+atexit.register(_remove_run_temp_dir)
 
 import pytest  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -107,7 +139,8 @@ def no_tensorflow_resources_outlive_the_module(request):
 # gradient registry, tf.data runtimes, gRPC channels).  With TensorFlow 2.21
 # that took up to three minutes after the last test (measured on CI: pytest
 # reported 705 s, the command took 887 s; TensorFlow 2.12: 5 s).  Nothing is
-# left to write by then, so the run ends there with pytest's exit status.
+# left to write by then, so the run ends there with pytest's exit status,
+# after removing the run's temporary folder.
 # COMPAT_DISTRIBUTE_NORMAL_EXIT=1 keeps the ordinary shutdown (to study it).
 
 _EXIT_STATUS = []
@@ -124,4 +157,5 @@ def pytest_unconfigure(config):
   if _EXIT_STATUS and os.environ.get("COMPAT_DISTRIBUTE_NORMAL_EXIT") != "1":
     sys.stdout.flush()
     sys.stderr.flush()
+    _remove_run_temp_dir()
     os._exit(_EXIT_STATUS[-1])  # pylint: disable=protected-access

@@ -39,6 +39,10 @@ def test_demo_runs_and_matches_native(tmp_path, flags):
   assert "epoch  loss ours   loss native" in stdout
   assert "final accuracy: ours" in stdout
   assert demo.LEGEND in stdout  # what ms/step and the ratio mean
+  # Two ms/step figures, Keras' on the progress lines and the table's
+  # median: the legend, printed under the table, says which is which.
+  assert re.search(r"^\d+/\d+ - .*\d+[mu]?s/step", stdout, re.M), stdout[-2000:]
+  assert stdout.index(demo.LEGEND) > stdout.index("epoch  loss ours")
   # Captured (not a terminal): plain progress lines, no redrawing bar.
   assert not set("\x08\r\x1b") & set(stdout), repr(stdout[-2000:])
   assert re.search(r"^\d+/\d+ - .*loss: ", stdout, re.M), stdout[-2000:]
@@ -54,25 +58,57 @@ def test_demo_runs_and_matches_native(tmp_path, flags):
   assert f"{expected_replicas} replica" in stdout
 
 
+# TensorFlow's C++ start-up lines (printed whatever TF_CPP_MIN_LOG_LEVEL says).
+_TF_LOG_LINE = re.compile(
+    r"^(WARNING: All log messages before absl::InitializeLog\(\).*|"
+    r"[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w.]+:\d+\] .*)\n", re.M)
+PROG = "python -m compat_distribute demo"
+
+
 @pytest.mark.parametrize("flags,message", [
     (["--strategy", "one_device", "--replicas", "3"],
      "--strategy=one_device runs exactly one replica"),
-    (["--api", "v3"], "value should be one of <v1|v2>"),
+    (["--api", "v3"], "flag --api=v3: value should be one of <v1|v2>"),
     (["--epochs", "0"], "flag --epochs=0: 0 is not a positive integer"),
+    (["--no_such_flag"], "Unknown command line flag 'no_such_flag'"),
     (["extra_argument"], "Unexpected arguments: extra_argument"),
+    (["--cluster", "0x1"], "A cluster shape is WxP with at least one worker "
+     "and one parameter server, got '0x1'"),
 ])
-def test_bad_flags_are_rejected(flags, message):
+def test_bad_flags_are_usage_errors(flags, message):
+  """The short usage, then one line with the message; status 2, as argparse
+  and absl programs; nothing of the modules' docstrings."""
   result = run_demo(*flags)
-  assert result.returncode != 0
-  assert message in result.stderr
-  assert "== native TF" not in result.stdout
+  assert result.returncode == 2, result.stderr[-3000:]
+  stderr = _TF_LOG_LINE.sub("", result.stderr)
+  usage = demo.short_usage(PROG)
+  assert stderr.startswith(usage), stderr
+  error = stderr[len(usage):]
+  assert error.startswith(f"{PROG}: error: ") and message in error, stderr
+  assert error.count("\n") == 1 and error.endswith("\n"), stderr
+  assert "``" not in stderr
+  assert result.stdout == ""
 
 
-def test_help_lists_the_flags(capsys):
-  assert demo.run_from_command_line(["demo", "--help"]) == 0
+def test_short_usage_names_every_flag_unbroken():
+  usage = demo.short_usage(PROG)
+  assert usage.startswith(f"usage: {PROG} [--strategy "
+                          "one_device|central_storage]")
+  for flag in ("--strategy", "--replicas N", "--epochs N", "--api v1|v2",
+               "--seed N", "--batch_size N", "--samples N",
+               "--json_out FILE", "--cluster WxP"):
+    assert f"[{flag}" in usage, (flag, usage)
+  assert all(len(line) <= 79 for line in usage.splitlines())
+
+
+def test_help_is_plain_text_and_lists_the_flags(capsys):
+  assert demo.run_from_command_line([PROG, "--help"]) == 0
   out = capsys.readouterr().out
-  for flag in ("--strategy", "--replicas", "--epochs", "--api"):
+  assert out.startswith(demo.short_usage(PROG))
+  for flag in ("--strategy", "--replicas", "--epochs", "--api", "--cluster"):
     assert flag in out
+  assert "``" not in out
+  assert "* --api v2: a Keras Sequential model" in out
 
 
 def test_data_is_seeded_and_balanced_enough():
@@ -88,12 +124,20 @@ def test_table_has_one_row_per_epoch():
   ours = demo.Result("ours", [1.0, 0.5, 0.25], [2.0, 2.0, 2.0], 0.75)
   native = demo.Result("native", [1.0, 0.5, 0.2], [4.0, 4.0, 1.0], 0.7)
   lines = demo.format_table(ours, native).splitlines()
-  assert len(lines) == 6
+  assert len(lines) == 5 + len(demo.LEGEND.splitlines())
   assert lines[3].split() == ["3", "0.250000", "0.200000", "5.0e-02",
                               "2.000", "1.000", "2.00"]
   assert lines[4] == "final accuracy: ours 0.7500, native 0.7000"
-  assert lines[5] == demo.LEGEND
-  assert "median" in lines[5] and "below 1 means ours is faster" in lines[5]
+  assert "\n".join(lines[5:]) == demo.LEGEND
+
+
+def test_legend_says_what_each_ms_per_step_is():
+  legend = " ".join(demo.LEGEND.split())
+  assert "ms/step in this table is the median duration of one training step" \
+      in legend
+  assert "ms/step on the progress lines above is Keras' own figure" in legend
+  assert "below 1 means ours is faster" in legend
+  assert all(len(line) <= 79 for line in demo.LEGEND.splitlines())
 
 
 def test_progress_is_plain_when_output_is_not_a_terminal(monkeypatch):

@@ -43,6 +43,7 @@ LAYERS = (
     ("strategies",),
     ("cluster",),
     ("v1", "v2"),
+    ("command_line",),
     ("demo",),
     ("install",),
     ("__init__", "__main__"),

@@ -5,7 +5,9 @@ Nothing here talks to a server: building a between-graph program needs only
 the cluster's description.  test_parameter_server_cluster.py runs real
 servers.
 """
+import copy
 import json
+import time
 
 import numpy as np
 import pytest
@@ -53,8 +55,6 @@ def build(make_strategy):
           lambda: optimizer.minimize(loss, global_step=step))
       op = tf.constant(1.0)
       placements = {v.name: v.device for v in V1.global_variables()}
-    if hasattr(strategy.extended, "cluster_wait_timeout"):
-      strategy.extended.cluster_wait_timeout = None
     config = strategy.update_config_proto(V1.ConfigProto())
     extended = strategy.extended
     return {
@@ -263,6 +263,93 @@ def test_unreachable_ps_is_named():
     strategy = v1.experimental.ParameterServerStrategy(resolver())
   strategy.extended.cluster_wait_timeout = 0.3
   with pytest.raises(cluster_lib.TaskUnavailableError) as raised:
-    strategy.update_config_proto(V1.ConfigProto())
+    strategy.extended.wait_for_cluster()
   assert "/job:ps/task:0 at 127.0.0.1:9003" in str(raised.value)
   assert "/job:ps/task:1 at 127.0.0.1:9004" in str(raised.value)
+
+
+def _nothing_listening_cluster():
+  from compat_distribute.cluster import local
+  ports = [f"127.0.0.1:{p}" for p in local.free_ports(4)]
+  return {"chief": ports[:1], "worker": ports[1:2], "ps": ports[2:3],
+          "evaluator": ports[3:]}
+
+
+@pytest.mark.parametrize("task_type", ["chief", "worker", "ps", "evaluator"])
+def test_configure_and_update_config_proto_return_at_once_as_native(
+    task_type, monkeypatch):
+  """Issue 20's reproduction: TensorFlow's distribute coordinator calls
+  configure (on a deep copy) before it starts the task's server; native
+  returns at once and so must ours, with the same session config."""
+  monkeypatch.delenv("COMPAT_DISTRIBUTE_CLUSTER_WAIT", raising=False)
+  monkeypatch.delenv("TF_CONFIG", raising=False)
+  cluster = _nothing_listening_cluster()
+  configs = {}
+  for name, cls in (
+      ("native", V1.distribute.experimental.ParameterServerStrategy),
+      ("ours", v1.experimental.ParameterServerStrategy)):
+    with tf.Graph().as_default():
+      strategy = copy.deepcopy(cls())
+      config = V1.ConfigProto(allow_soft_placement=True)
+      start = time.monotonic()
+      strategy.configure(session_config=config, cluster_spec=cluster,
+                         task_type=task_type, task_id=0)
+      updated = strategy.update_config_proto(config)
+      # No servers: a wait here would take the default 300 s.
+      assert time.monotonic() - start < 60, name
+      configs[name] = (list(updated.device_filters),
+                       updated.isolate_session_state,
+                       strategy.extended.should_checkpoint)
+  assert configs["ours"] == configs["native"]
+
+
+def test_cluster_wait_setting_survives_deepcopy_and_configure(monkeypatch):
+  monkeypatch.delenv("TF_CONFIG", raising=False)
+  with tf.Graph().as_default():
+    strategy = v1.experimental.ParameterServerStrategy()
+    for setting in (None, 12.5):
+      strategy.extended.cluster_wait_timeout = setting
+      copied = copy.deepcopy(strategy)
+      assert copied.extended.cluster_wait_timeout == setting
+      copied.configure(cluster_spec=CLUSTER, task_type="worker", task_id=1)
+      assert copied.extended.cluster_wait_timeout == setting
+      assert copy.deepcopy(copied).extended.cluster_wait_timeout == setting
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("none", None), ("OFF", None), ("no", None), (" 7 ", 7.0), ("0", 0.0),
+    ("", 300.0)])
+def test_cluster_wait_environment_variable(text, expected, monkeypatch):
+  monkeypatch.setenv("COMPAT_DISTRIBUTE_CLUSTER_WAIT", text)
+  with tf.Graph().as_default():
+    strategy = v1.experimental.ParameterServerStrategy(resolver())
+  assert strategy.extended.cluster_wait_timeout == expected
+  if expected is None:  # no wait: returns although nothing listens
+    strategy.extended.wait_for_cluster()
+
+
+@pytest.mark.parametrize("text", ["soon", "-1", "nan"])
+def test_bad_cluster_wait_environment_variable_is_named(text, monkeypatch):
+  monkeypatch.setenv("COMPAT_DISTRIBUTE_CLUSTER_WAIT", text)
+  with pytest.raises(ValueError, match=(
+      f"COMPAT_DISTRIBUTE_CLUSTER_WAIT .* got '{text}'. Set it to e.g. 60 or "
+      "none")):
+    v1.experimental.ParameterServerStrategy(resolver())
+
+
+def test_wait_for_cluster_says_what_it_waits_for(caplog):
+  with tf.Graph().as_default():
+    strategy = v1.experimental.ParameterServerStrategy(resolver())
+  spec = strategy.extended._cluster_spec  # pylint: disable=protected-access
+  caplog.set_level("WARNING", logger="compat_distribute")
+  with pytest.raises(cluster_lib.TaskUnavailableError):
+    cluster_lib.wait_for_tasks(spec, [("worker", 0), ("ps", 0)], 0.6,
+                               progress_every=0.2)
+  lines = [r.getMessage() for r in caplog.records
+           if r.name == "compat_distribute"]
+  assert "waiting up to 0.6 s for cluster tasks to accept connections: " \
+      "/job:worker/task:0 at 127.0.0.1:9001, /job:ps/task:0 at " \
+      "127.0.0.1:9003" in lines[0]
+  assert len([m for m in lines if "waiting up to" in m]) == 1
+  assert any("still waiting" in m and "/job:ps/task:0 at 127.0.0.1:9003" in m
+             for m in lines[1:])

@@ -219,3 +219,25 @@ def test_demo_cluster_shape_is_checked():
   assert result.returncode != 0
   assert "at least one worker and one parameter server, got '2x0'" in (
       result.stderr)
+
+
+def test_demo_names_the_ports_it_opens_before_starting_servers(
+    monkeypatch, capsys):
+  # TensorFlow's servers listen on every interface without authentication
+  # (no supported version can bind one address): the demo says so first.
+  from compat_distribute.cluster import demo as cluster_demo
+  started = []
+
+  def start(self):
+    started.append(self.cluster)
+    raise RuntimeError("no servers in this test")
+  monkeypatch.setattr(local_cluster.LocalCluster, "start", start)
+  with pytest.raises(RuntimeError, match="no servers in this test"):
+    cluster_demo.run_cluster(2, 1, epochs=1, seed=0, batch_size=8,
+                             samples=64)
+  (cluster,) = started
+  ports = [a.rsplit(":", 1)[1] for a in cluster["worker"] + cluster["ps"]]
+  assert capsys.readouterr().out.splitlines() == [
+      f"Opening TCP ports {', '.join(ports)} for 3 TensorFlow servers (gRPC, "
+      "no authentication, listening on all interfaces); they close when the "
+      "demo ends."]

@@ -158,13 +158,35 @@ def test_missing_script_in_process(capsys):
 
 
 @pytest.mark.parametrize("argv,code,expected", [
-    ([], 2, "usage: python -m compat_distribute run SCRIPT"),
-    (["run"], 2, "usage:"),
-    (["--help"], 0, "usage:"),
-    (["run", "--help"], 0, "usage:"),
-    (["frobnicate"], 2, "unknown command 'frobnicate'"),
+    ([], 2, "python -m compat_distribute: error: a command is required: "
+     "run or demo"),
+    (["run"], 2, "python -m compat_distribute: error: run needs the SCRIPT "
+     "to run"),
+    (["--help"], 0, "usage: python -m compat_distribute run SCRIPT"),
+    (["run", "--help"], 0, "usage: python -m compat_distribute run SCRIPT"),
+    (["frobnicate"], 2, "python -m compat_distribute: error: unknown command "
+     "'frobnicate' (choose from 'run', 'demo')"),
 ])
 def test_command_line_usage(capsys, argv, code, expected):
+  """A usage error: the short usage, then one message, status 2 (as
+  argparse); --help: the usage and what each command does, plain text."""
   assert runner.main(argv) == code
   out = capsys.readouterr()
-  assert expected in (out.out if code == 0 else out.err)
+  if code == 0:
+    assert out.err == ""
+    assert out.out.startswith(runner.SHORT_USAGE)
+    assert expected in out.out
+    assert "demo --cluster 2x1" in out.out and "demo --help" in out.out
+    assert "``" not in out.out and "`" not in out.out
+  else:
+    assert out.out == ""
+    assert out.err == f"{runner.SHORT_USAGE}{expected}\n"
+
+
+def test_usage_error_in_a_subprocess_exits_2():
+  result = python("-m", "compat_distribute", "frobnicate")
+  assert result.returncode == 2
+  assert result.stderr.startswith("usage: python -m compat_distribute run")
+  assert result.stderr.endswith("error: unknown command 'frobnicate' (choose "
+                                "from 'run', 'demo')\n")
+  assert "``" not in result.stderr

@@ -9,9 +9,14 @@ the wire is TensorFlow's distributed runtime (``tf.distribute.Server``,
 gRPC).  Without a cluster the strategy runs on this machine alone, as
 ``CentralStorageStrategy``.
 
-Building the graph needs no running servers; ``update_config_proto`` waits
-(at most ``extended.cluster_wait_timeout`` seconds, None: not at all) for
-this task and the ``ps`` tasks to accept connections:
+Building the graph, ``configure`` and ``update_config_proto`` need no
+running servers and return at once, as TensorFlow's do (TensorFlow's
+distribute coordinator, behind Estimator's ``train_and_evaluate``, calls
+``configure`` before it starts the task's server).  The one wait is
+``extended.wait_for_cluster()``, called before the first ``Session``: it
+waits (at most ``extended.cluster_wait_timeout`` seconds, None: not at all)
+for this task and the ``ps`` tasks to accept connections, saying what it
+waits for, and names the tasks still missing:
 
 >>> from compat_distribute import v1 as distribute
 >>> resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
@@ -23,7 +28,6 @@ this task and the ``ps`` tasks to accept connections:
 ...   with strategy.scope():
 ...     a = tf.compat.v1.get_variable("a", initializer=1.0)
 ...     b = tf.compat.v1.get_variable("b", initializer=2.0)
->>> strategy.extended.cluster_wait_timeout = None
 >>> config = strategy.update_config_proto(tf.compat.v1.ConfigProto())
 >>> strategy
 ParameterServerStrategyV1(task='/job:worker/task:1', parameter_devices=('/job:ps/task:0', '/job:ps/task:1'), worker_devices=['/job:worker/replica:0/task:1/device:CPU:0'])
@@ -33,8 +37,7 @@ ParameterServerStrategyV1(task='/job:worker/task:1', parameter_devices=('/job:ps
 ['/job:worker/task:1', '/job:ps']
 >>> strategy.extended.should_checkpoint  # worker 1 is not the chief
 False
->>> strategy.extended.cluster_wait_timeout = 0.2  # nothing listens there
->>> strategy.update_config_proto(tf.compat.v1.ConfigProto())
+>>> strategy.extended.wait_for_cluster(timeout=0.2)  # nothing listens there
 Traceback (most recent call last):
 ...
 compat_distribute.cluster.tasks.TaskUnavailableError: Cluster tasks not reachable after 0.2 s: /job:worker/task:1 at 127.0.0.1:2223, /job:ps/task:0 at 127.0.0.1:2224, /job:ps/task:1 at 127.0.0.1:2225. ...
@@ -54,20 +57,48 @@ from compat_distribute.variables import shared as replica_variables
 from compat_distribute.api import strategy_v1
 from compat_distribute.variables import central as variables_lib
 
-# Seconds update_config_proto waits for the parameter servers (TensorFlow's
-# Session waits for ever).
+# Seconds wait_for_cluster waits for the cluster's tasks by default
+# (TensorFlow's Session waits for ever).
 DEFAULT_CLUSTER_WAIT = 300.0
+# Values of COMPAT_DISTRIBUTE_CLUSTER_WAIT meaning "do not wait".
+NO_WAIT_WORDS = ("none", "off", "no", "never")
 
 
-def _default_cluster_wait() -> float:
-  text = os.environ.get("COMPAT_DISTRIBUTE_CLUSTER_WAIT", "")
+def parse_cluster_wait(text: str) -> Optional[float]:
+  """A value of ``COMPAT_DISTRIBUTE_CLUSTER_WAIT``: seconds, or a word of
+  ``NO_WAIT_WORDS`` for no wait (None); empty: ``DEFAULT_CLUSTER_WAIT``.
+
+  >>> parse_cluster_wait("30"), parse_cluster_wait("Off"), parse_cluster_wait("")
+  (30.0, None, 300.0)
+  >>> parse_cluster_wait("soon")
+  Traceback (most recent call last):
+  ...
+  ValueError: COMPAT_DISTRIBUTE_CLUSTER_WAIT must be a number of seconds (at least 0) or one of none, off, no, never (no wait), got 'soon'. Set it to e.g. 60 or none, or unset it for 300.
+  """
+  text = text.strip()
+  if not text:
+    return DEFAULT_CLUSTER_WAIT
+  if text.lower() in NO_WAIT_WORDS:
+    return None
   try:
-    return float(text) if text else DEFAULT_CLUSTER_WAIT
-  except ValueError as e:
+    seconds = float(text)
+  except ValueError:
+    seconds = -1.0
+  if not seconds >= 0:  # also refuses nan
     raise ValueError(
-        f"COMPAT_DISTRIBUTE_CLUSTER_WAIT must be a number of seconds, got "
-        f"{text!r}. Set it to e.g. 60, or unset it for "
-        f"{DEFAULT_CLUSTER_WAIT:g}.") from e
+        f"COMPAT_DISTRIBUTE_CLUSTER_WAIT must be a number of seconds (at "
+        f"least 0) or one of {', '.join(NO_WAIT_WORDS)} (no wait), got "
+        f"{text!r}. Set it to e.g. 60 or none, or unset it for "
+        f"{DEFAULT_CLUSTER_WAIT:g}.")
+  return seconds
+
+
+def _default_cluster_wait() -> Optional[float]:
+  return parse_cluster_wait(
+      os.environ.get("COMPAT_DISTRIBUTE_CLUSTER_WAIT", ""))
+
+
+_UNSET = object()
 
 
 class ParameterServerExtended(central_storage.CentralStorageExtended):
@@ -131,8 +162,8 @@ class ParameterServerExtended(central_storage.CentralStorageExtended):
 
   def _update_config_proto(self, config_proto: Any) -> Any:
     """Also filters the devices a session sees to this task and the ``ps``
-    job, as TensorFlow does (workers never talk to each other), and waits
-    (at most ``cluster_wait_timeout`` s) for those tasks to be up."""
+    job, as TensorFlow does (workers never talk to each other).  Returns at
+    once: no server needs to be up (see ``wait_for_cluster``)."""
     config = super()._update_config_proto(config_proto)
     if self._cluster_spec is None:
       return config
@@ -140,16 +171,36 @@ class ParameterServerExtended(central_storage.CentralStorageExtended):
     del config.device_filters[:]
     if self._task_type in ("chief", "worker"):
       config.device_filters.extend([self._worker_device, "/job:ps"])
-      needed = [("ps", i) for i in range(self._task_info.num_ps)]
-    else:
-      needed = []
-      if self._task_type == "evaluator":
-        config.device_filters.append(self._worker_device)
-    if self.cluster_wait_timeout is not None:
-      cluster_lib.wait_for_tasks(self._cluster_spec,
-                                 [(self._task_type, self._task_id)] + needed,
-                                 self.cluster_wait_timeout)
+    elif self._task_type == "evaluator":
+      config.device_filters.append(self._worker_device)
     return config
+
+  def wait_for_cluster(self, timeout: Any = _UNSET) -> None:
+    """Waits until this task's server and (on a chief or worker) every
+    ``ps`` task accept connections; call it before the first ``Session``.
+
+    A TensorFlow ``Session`` on a cluster whose ``ps`` task is not up waits
+    for ever; this bounds the wait and names what is missing.  While it
+    waits, the ``compat_distribute`` logger says once which tasks (and
+    addresses) it waits for, then every 10 s which are still missing.
+    Without a cluster it returns at once.
+
+    Args:
+      timeout: seconds; default ``cluster_wait_timeout`` (300, or the
+        ``COMPAT_DISTRIBUTE_CLUSTER_WAIT`` environment variable); None: do
+        not wait.
+
+    Raises:
+      TaskUnavailableError: a task still unreachable after ``timeout``.
+    """
+    if timeout is _UNSET:
+      timeout = self.cluster_wait_timeout
+    if self._cluster_spec is None or timeout is None:
+      return
+    needed = [(self._task_type, self._task_id)]
+    if self._task_type in ("chief", "worker"):
+      needed += [("ps", i) for i in range(self._task_info.num_ps)]
+    cluster_lib.wait_for_tasks(self._cluster_spec, needed, float(timeout))
 
   # -- variables ------------------------------------------------------------
 
@@ -223,7 +274,9 @@ class ParameterServerStrategyV1(
     super().__init__(ParameterServerExtended(self, cluster_resolver))
 
   def _with_same_configuration(self) -> Any:
-    return type(self)(self.extended._cluster_resolver)  # pylint: disable=protected-access
+    copied = type(self)(self.extended._cluster_resolver)  # pylint: disable=protected-access
+    copied.extended.cluster_wait_timeout = self.extended.cluster_wait_timeout
+    return copied
 
   def __repr__(self) -> str:
     extended = self.extended

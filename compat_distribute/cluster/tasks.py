@@ -28,6 +28,7 @@ from typing import Any, Optional
 import tensorflow as tf
 
 from compat_distribute import _tf_private
+from compat_distribute.runtime import logs
 from compat_distribute.runtime.errors import Error
 
 TASK_TYPES = ("chief", "worker", "ps", "evaluator")
@@ -191,36 +192,65 @@ class TaskUnavailableError(Error, TimeoutError):
   """A task of the cluster did not accept connections in time."""
 
 
+PROGRESS_EVERY = 10.0  # seconds between "still waiting" lines
+
+
+def describe_tasks(cluster_spec: tf.train.ClusterSpec,
+                   tasks: list[tuple[str, int]]) -> str:
+  """``/job:J/task:I at host:port`` for each task, comma separated."""
+  return ", ".join(f"/job:{job}/task:{i} at {cluster_spec.task_address(job, i)}"
+                   for job, i in tasks)
+
+
 def wait_for_tasks(cluster_spec: tf.train.ClusterSpec,
-                   tasks: list[tuple[str, int]], timeout: float) -> None:
+                   tasks: list[tuple[str, int]], timeout: float,
+                   progress_every: float = PROGRESS_EVERY) -> None:
   """Waits until every task in ``tasks`` accepts TCP connections at its
   address, at most ``timeout`` seconds.
 
   A ``Session`` to a cluster whose parameter server is not up waits for it
   forever (TensorFlow logs "CreateSession still waiting"); this bounds the
-  wait and names what is missing.
+  wait and names what is missing.  When a task is not up at once, the
+  package's logger says which tasks it waits for and for how long, then
+  every ``progress_every`` seconds which are still missing.
 
   Raises:
     TaskUnavailableError: naming each task still unreachable.
   """
-  deadline = time.monotonic() + timeout
+  start = time.monotonic()
+  deadline = start + timeout
   pending = list(tasks)
+  said = False
+  next_progress = start + progress_every
   while True:
     pending = [(job, i) for job, i in pending
                if not _accepts(cluster_spec.task_address(job, i))]
-    if not pending or time.monotonic() >= deadline:
+    now = time.monotonic()
+    if not pending or now >= deadline:
       break
+    if not said:
+      logs.logger().warning(
+          "ParameterServerStrategy: waiting up to %g s for cluster tasks to "
+          "accept connections: %s", timeout,
+          describe_tasks(cluster_spec, pending))
+      said = True
+    elif now >= next_progress:
+      logs.logger().warning(
+          "ParameterServerStrategy: still waiting (%.0f s of %g s) for %s",
+          now - start, timeout, describe_tasks(cluster_spec, pending))
+      next_progress = now + progress_every
     time.sleep(0.1)
   if pending:
-    missing = ", ".join(f"/job:{job}/task:{i} at "
-                        f"{cluster_spec.task_address(job, i)}"
-                        for job, i in pending)
     raise TaskUnavailableError(
         f"Cluster task{'s' if len(pending) > 1 else ''} not reachable after "
-        f"{timeout:g} s: {missing}. Start its tf.distribute.Server (or fix "
-        "its address in TF_CONFIG); to wait longer set "
+        f"{timeout:g} s: {describe_tasks(cluster_spec, pending)}. Start its "
+        "tf.distribute.Server (or fix its address in TF_CONFIG); to wait "
+        "longer pass a timeout to strategy.extended.wait_for_cluster, or set "
         "strategy.extended.cluster_wait_timeout (seconds) or the "
         "COMPAT_DISTRIBUTE_CLUSTER_WAIT environment variable.")
+  if said:
+    logs.logger().warning("ParameterServerStrategy: cluster tasks up after "
+                          "%.1f s", time.monotonic() - start)
 
 
 def _accepts(address: str) -> bool:

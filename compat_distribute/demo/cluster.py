@@ -48,13 +48,29 @@ def _read_progress(process: Any) -> Any:
   return json.loads(last[len(_PROGRESS):]) if last else None
 
 
+def ports_line(cluster: dict[str, list[str]]) -> str:
+  """What ``demo --cluster`` says before it starts its servers: TensorFlow's
+  servers listen on every interface, unauthenticated (docs/cluster.md).
+
+  >>> ports_line({"worker": ["127.0.0.1:5001"], "ps": ["127.0.0.1:5002"]})
+  'Opening TCP ports 5001, 5002 for 2 TensorFlow servers (gRPC, no authentication, listening on all interfaces); they close when the demo ends.'
+  """
+  ports = [a.rsplit(":", 1)[1] for job in ("worker", "ps")
+           for a in cluster.get(job, [])]
+  return (f"Opening TCP ports {', '.join(ports)} for {len(ports)} TensorFlow "
+          "servers (gRPC, no authentication, listening on all interfaces); "
+          "they close when the demo ends.")
+
+
 def run_cluster(workers: int, ps: int, epochs: int, seed: int,
                 batch_size: int, samples: int,
                 timeout: float = 600.0) -> tuple[Any, Any]:
   """Trains under native TensorFlow, then ours, on one local cluster;
   returns the two ``common.Result``s."""
   results = {}
-  with local_cluster.LocalCluster(num_workers=workers, num_ps=ps) as cluster:
+  cluster = local_cluster.LocalCluster(num_workers=workers, num_ps=ps)
+  print(ports_line(cluster.cluster), flush=True)
+  with cluster:
     print(f"cluster up: {cluster.cluster}", flush=True)
     for impl, label in (("native", "native TF"), ("ours", "compat_distribute")):
       print(f"\n== {label}: tf.compat.v1.distribute.experimental."
@@ -141,6 +157,8 @@ def worker_main(argv: list[str]) -> None:
     init = v1.global_variables_initializer()
     uninitialized = v1.report_uninitialized_variables()
   config = strategy.update_config_proto(v1.ConfigProto())
+  if hasattr(extended, "wait_for_cluster"):  # ours: a bounded, named wait
+    extended.wait_for_cluster()
   target = "grpc://" + extended._cluster_spec.task_address("worker", task_id)  # pylint: disable=protected-access
   losses, ms, accuracy = [], [], 0.0
 

@@ -20,12 +20,15 @@ median time per step for both.
 The formatting helpers are plain functions:
 
 >>> print(format_table(Result("ours", [0.5, 0.25], [1.0, 1.0], 0.9),
-...                    Result("native", [0.5, 0.25], [2.0, 2.0], 0.9)))
+...                    Result("native", [0.5, 0.25], [2.0, 2.0], 0.9)),
+...       end="")  # doctest: +ELLIPSIS
 epoch  loss ours   loss native  |diff|    ms/step ours  ms/step native  ours/native
 1      0.500000    0.500000     0.0e+00   1.000         2.000           0.50
 2      0.250000    0.250000     0.0e+00   1.000         2.000           0.50
 final accuracy: ours 0.9000, native 0.9000
-ms/step is the median time per training step; ours/native below 1 means ours is faster.
+ms/step in this table is the median duration of one training step, from
+...
+ours/native below 1 means ours is faster.
 """
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ import numpy as np
 from absl import app
 from absl import flags
 
+from compat_distribute import command_line
 from compat_distribute.cluster import local as local_cluster
 from compat_distribute.demo import cluster as cluster_demo
 from compat_distribute.demo import common
@@ -304,10 +308,23 @@ def _main_cluster(shape: str) -> int:
       ours, native, {"cluster": [workers, ps], "api": "v1"})
 
 
-def usage() -> str:
-  """What ``demo --help`` prints: what the demo does and its flags."""
-  summary = __doc__.split("The formatting helpers")[0].strip()
-  return (f"{summary}\n\nflags:\n"
+# How a flag's value is shown in the short usage (else N or the choices).
+_METAVARS = {"json_out": "FILE", "cluster": "WxP"}
+PROG = "python -m compat_distribute demo"
+
+
+def short_usage(prog: str = PROG) -> str:
+  """``usage: PROG [--strategy one_device|central_storage] ...``, wrapped."""
+  return command_line.absl_short_usage(
+      prog, FLAGS.get_key_flags_for_module(sys.modules[__name__]), _METAVARS)
+
+
+def usage(prog: str = PROG) -> str:
+  """What ``demo --help`` prints: the short usage, what the demo does and
+  its flags, as plain text."""
+  summary = command_line.plain_text(
+      __doc__.split("The formatting helpers")[0].strip())
+  return (f"{short_usage(prog)}\n{summary}\n\nflags:\n"
           f"{FLAGS.module_help(sys.modules[__name__])}\n")
 
 
@@ -315,11 +332,10 @@ def run_from_command_line(argv: Optional[Sequence[str]] = None) -> int:
   """Parses absl flags from ``argv`` (``argv[0]`` is the program name) and
   runs the demo; exits the process like any absl program.
 
-  ``--help`` prints ``usage()`` and returns 0.
+  ``--help`` prints ``usage()`` and returns 0.  A mistake on the command
+  line (an unknown flag, a bad value, an argument, a bad ``--cluster``)
+  prints the short usage and one message, and exits with status 2.
   """
   argv = list(sys.argv if argv is None else argv)
-  if any(a in ("-h", "--help", "--helpshort", "-help") for a in argv[1:]):
-    sys.stdout.write(usage())
-    return 0
-  app.run(main, argv=argv)
-  return 0
+  return command_line.run_absl(main, argv, short_usage(argv[0]),
+                               usage(argv[0]))

@@ -27,6 +27,7 @@ from typing import Any, Callable, Optional
 import tensorflow as tf
 
 from compat_distribute.input import build
+from compat_distribute.input import fetch
 from compat_distribute.input import numpy_input as numpy_lib
 from compat_distribute.input import options as options_lib
 from compat_distribute.input.contexts import InputContext
@@ -94,9 +95,13 @@ def make_dataset_iterator(workers: InputWorkers,
   """v1 ``make_dataset_iterator``: like ``distribute_dataset``, as an
   initializable input iterator."""
   method = "make_dataset_iterator"
-  layout, host = build.split_pipeline(
-      workers, dataset, options_lib.InputSettings(), method)
-  return InputIterator(layout, host, strategy=workers.strategy)
+  settings = options_lib.InputSettings()
+  layout, host = build.split_pipeline(workers, dataset, settings, method)
+  unsplit = None
+  if layout.kind == "rounds" and fetch.building_tf1_graph():
+    unsplit = build.host_pipeline(layout, dataset, settings)
+  return InputIterator(layout, host, strategy=workers.strategy,
+                       unsplit=unsplit)
 
 
 def make_input_fn_iterator(workers: InputWorkers, input_fn: Callable[[Any],

@@ -125,6 +125,14 @@ def split_pipeline(workers: InputWorkers, dataset: tf.data.Dataset,
     return layout, _prefetch(dataset, settings.buffer_size)
 
 
+def host_pipeline(layout: layout_lib.Layout, dataset: tf.data.Dataset,
+                  settings: options_lib.InputSettings) -> tf.data.Dataset:
+  """``dataset`` of global batches prefetched on the input host, not split
+  (a v1 iterator in a TF1 graph splits each step in the graph)."""
+  with tf.device(layout.host):
+    return _prefetch(dataset, settings.buffer_size)
+
+
 def call_input_fn(workers: InputWorkers, fn: Callable[[Any], Any], method: str,
                   allow_callable: bool = False) -> Any:
   """Calls ``fn(InputContext)`` once on the input device and checks it
