@@ -7,7 +7,7 @@ Usage::
 
 For each shape (workers x parameter servers) a ``LocalCluster`` of
 ``tf.distribute.Server`` processes on 127.0.0.1 is started and the demo's v1
-training program (``compat_distribute.cluster.demo``: an MLP, Adam, the
+training program (``compat_distribute.demo.cluster``: an MLP, Adam, the
 variables on the ps tasks, one ``Session`` per worker) is trained on it under
 TensorFlow's ``ParameterServerStrategyV1`` and under ours, on the same
 servers, with the same data, initial weights and update order.  The time per
@@ -38,7 +38,7 @@ def _train(cluster: Any, impl: str, run_id: str, epochs: int,
   """One training run of every worker: (median over workers of the last
   epoch's ms/step, the mean loss per epoch)."""
   results = cluster.run_workers(
-      "compat_distribute.cluster.demo",
+      "compat_distribute.demo.cluster",
       ["--impl", impl, "--run_id", run_id, "--epochs", str(epochs),
        "--seed", "0", "--batch_size", "64", "--samples", str(samples)],
       timeout=600.0, launcher=["-m"])

@@ -2,7 +2,7 @@
 
 All-reduce (MEAN) of four gradient-sized tensors (784x128, 128, 128x10, 10;
 float32) over two replicas on logical CPUs, both implementations of
-``compat_distribute.cross_device`` side by side, interleaved, medians:
+``compat_distribute.values.cross_device`` side by side, interleaved, medians:
 
 * ``batch_reduce``: the implementation alone, called in cross-replica
   context on per-replica values (eager);
@@ -49,9 +49,9 @@ def main(argv=None):
   parser.add_argument("--number", type=int, default=50)
   args = parser.parse_args(argv)
   _setup_devices()
-  from compat_distribute import cross_device  # pylint: disable=g-import-not-at-top
+  from compat_distribute.values import cross_device  # pylint: disable=g-import-not-at-top
   from compat_distribute import v2 as distribute  # pylint: disable=g-import-not-at-top
-  from compat_distribute import values  # pylint: disable=g-import-not-at-top
+  from compat_distribute.values import distributed as values  # pylint: disable=g-import-not-at-top
 
   impls = {
       "reduce_to_one_device": cross_device.ReduceToOneDevice(),

@@ -9,6 +9,9 @@ Use it through its facades, which mirror TensorFlow's module paths::
 or, without touching the program, make TensorFlow's own names resolve to the
 shim: ``compat_distribute.install()`` in code, or
 ``python -m compat_distribute run script.py [args...]`` from the shell.
+
+Every error the package defines derives from ``compat_distribute.Error``
+(and from the class native TensorFlow raises for the same mistake).
 """
 import importlib.abc as _abc
 import importlib.util as _util
@@ -51,5 +54,6 @@ if (not _os.path.isdir(_os.path.join(__path__[0], "v2")) and
   _sys.meta_path.insert(0, _CheckoutFacadeFinder(_checkout_root))
 
 from compat_distribute.install import install, uninstall  # pylint: disable=g-import-not-at-top
+from compat_distribute.runtime.errors import Error  # pylint: disable=g-import-not-at-top
 
-__all__ = ["__version__", "install", "uninstall"]
+__all__ = ["Error", "__version__", "install", "uninstall"]

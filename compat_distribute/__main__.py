@@ -136,7 +136,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       return _usage_error("run needs the SCRIPT to run")
     return run_script(rest[0], rest[1:])
   if command == "demo":
-    from compat_distribute import demo  # pylint: disable=g-import-not-at-top
+    from compat_distribute.demo import single as demo  # pylint: disable=g-import-not-at-top
     return demo.run_from_command_line([f"{PROG} demo", *rest])
   return _usage_error(f"unknown command {command!r} (choose from 'run', "
                       "'demo')")

@@ -14,7 +14,7 @@ import pytest
 # Run from tests/, not the repository root, whose compat_distribute/ source
 # directory would shadow the installed package under `python -m`.
 CWD = pathlib.Path(__file__).resolve().parent
-demo = importlib.import_module("compat_distribute.demo")
+demo = importlib.import_module("compat_distribute.demo.single")
 SMALL = ["--epochs", "1", "--samples", "256", "--batch_size", "32"]
 
 
@@ -41,7 +41,7 @@ def test_demo_runs_and_matches_native(tmp_path, flags):
   assert demo.LEGEND in stdout  # what ms/step and the ratio mean
   # Two ms/step figures, Keras' on the progress lines and the table's
   # median: the legend, printed under the table, says which is which.
-  assert re.search(r"^\d+/\d+ - .*\d+m?s/step", stdout, re.M), stdout[-2000:]
+  assert re.search(r"^\d+/\d+ - .*\d+[mu]?s/step", stdout, re.M), stdout[-2000:]
   assert stdout.index(demo.LEGEND) > stdout.index("epoch  loss ours")
   # Captured (not a terminal): plain progress lines, no redrawing bar.
   assert not set("\x08\r\x1b") & set(stdout), repr(stdout[-2000:])

@@ -15,7 +15,7 @@ import textwrap
 
 import pytest
 
-from compat_distribute import devices
+from compat_distribute.runtime import devices
 from compat_distribute import v1
 from compat_distribute import v2
 

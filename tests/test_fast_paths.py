@@ -5,9 +5,9 @@ import pytest
 import tensorflow as tf
 
 from compat_distribute import _tf_private
-from compat_distribute import context
+from compat_distribute.runtime import context
 from compat_distribute import v2 as distribute
-from compat_distribute.values import PerReplica, PerReplicaSpec, select_replica
+from compat_distribute.values.distributed import PerReplica, PerReplicaSpec, select_replica
 from conftest import cpu
 
 

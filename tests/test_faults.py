@@ -39,7 +39,7 @@ from central_storage_support import NativeCentralStorage
 from central_storage_support import OursCentralStorage
 from central_storage_support import compute_devices
 from compat_distribute import _tf_private
-from compat_distribute import replica_workers
+from compat_distribute.replicas import workers as replica_workers
 from compat_distribute import v1 as ours_v1
 
 

@@ -14,7 +14,7 @@ import tensorflow as tf
 from compat_distribute import input as input_lib
 from compat_distribute.input import build
 from conftest import cpu
-from test_input_support import FakeExtended
+from test_input_support import fake_workers
 from test_input_support import local_values
 from test_input_support import native
 from test_input_support import native_local_values
@@ -25,7 +25,7 @@ def _dataset(size=5, batch=1):
 
 
 def _ours(n, dataset_fn, options=None):
-  return input_lib.distribute_datasets_from_function(FakeExtended(n),
+  return input_lib.distribute_datasets_from_function(fake_workers(n),
                                                      dataset_fn, options)
 
 
@@ -142,7 +142,7 @@ def test_dataset_fn_runs_on_input_device():
     seen.append(tf.constant(0).device)
     return _dataset()
 
-  input_lib.distribute_datasets_from_function(FakeExtended(2, host=2), fn,
+  input_lib.distribute_datasets_from_function(fake_workers(2, host=2), fn,
                                               None)
   assert seen == [cpu(2)]
 
@@ -157,7 +157,7 @@ def test_distribute_values_matches_native_values(n):
   strategy = native(n)
   expected = native_local_values(
       strategy, strategy.experimental_distribute_values_from_function(value_fn))
-  ours = input_lib.distribute_values_from_function(FakeExtended(n), value_fn)
+  ours = input_lib.distribute_values_from_function(fake_workers(n), value_fn)
   if n == 1:
     assert local_values(ours, 1) == expected
   else:
@@ -172,7 +172,7 @@ def test_distribute_values_context_and_wrapping():
     contexts.append(ctx)
     return ctx.replica_id_in_sync_group
 
-  result = input_lib.distribute_values_from_function(FakeExtended(3), value_fn)
+  result = input_lib.distribute_values_from_function(fake_workers(3), value_fn)
   assert result.values == (0, 1, 2)
   assert [(c.replica_id_in_sync_group, c.num_replicas_in_sync)
           for c in contexts] == [(0, 3), (1, 3), (2, 3)]
@@ -180,14 +180,13 @@ def test_distribute_values_context_and_wrapping():
              for c in contexts)
   # One replica: the value itself, unless the strategy asks for wrapping
   # (TensorFlow's CentralStorageStrategy returns a one-value PerReplica).
-  assert input_lib.distribute_values_from_function(FakeExtended(1),
+  assert input_lib.distribute_values_from_function(fake_workers(1),
                                                    value_fn) == 0
-  wrapping = FakeExtended(1)
-  wrapping._wrap_single_replica_values = True
+  wrapping = fake_workers(1, wrap_single_replica_values=True)
   assert input_lib.distribute_values_from_function(wrapping,
                                                    value_fn).values == (0,)
   with pytest.raises(TypeError, match="callable value_fn"):
-    input_lib.distribute_values_from_function(FakeExtended(2), 3)
+    input_lib.distribute_values_from_function(fake_workers(2), 3)
 
 
 def _steps_with_flag(strategy, flag, dataset_fn, how):

@@ -14,7 +14,7 @@ import tensorflow as tf
 from compat_distribute import input as input_lib
 from compat_distribute.input import rebatch
 from conftest import cpu
-from test_input_support import FakeExtended
+from test_input_support import fake_workers
 from test_input_support import devices_of
 from test_input_support import local_values
 from test_input_support import native
@@ -61,7 +61,7 @@ NATIVE_SPLITS = {
 
 
 def _ours(n, dataset, options=None):
-  return input_lib.distribute_dataset(FakeExtended(n), dataset, options)
+  return input_lib.distribute_dataset(fake_workers(n), dataset, options)
 
 
 def _steps_eager(dist, n):
@@ -208,9 +208,9 @@ def test_pieces_on_replica_devices_and_host_without_fetch(n, mode):
 
 
 def test_host_device_is_used_for_the_pipeline():
-  extended = FakeExtended(2, host=3)
+  workers = fake_workers(2, host=3)
   dist = input_lib.distribute_dataset(
-      extended, tf.data.Dataset.range(4).batch(2),
+      workers, tf.data.Dataset.range(4).batch(2),
       tf.distribute.InputOptions(experimental_fetch_to_device=False))
   value = next(iter(dist))
   assert devices_of(value, 2) == [{cpu(3)}, {cpu(3)}]
@@ -277,7 +277,7 @@ def test_eager_fast_path_equals_general_path(n, kind):
     if kind == "split":
       return _ours(n, dataset)
     return input_lib.distribute_datasets_from_function(
-        FakeExtended(n), lambda _: dataset, None)
+        fake_workers(n), lambda _: dataset, None)
 
   def read_all():
     it, out = iter(make()), []

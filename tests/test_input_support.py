@@ -1,34 +1,27 @@
 """Shared by the input tests (no tests here).
 
-``FakeExtended(n)`` is the smallest object ``compat_distribute.input``
-needs from a strategy's extended: ``worker_devices`` (logical CPUs
-0..n-1), ``_input_device`` (CPU:0) and ``_num_replicas_in_sync``.  It lets
-the multi-replica input logic be tested without a multi-replica strategy;
+``fake_workers(n)`` is what a strategy hands ``compat_distribute.input``
+(an ``InputWorkers``) for ``n`` replicas on logical CPUs 0..n-1 with the
+pipeline on CPU:0, and no strategy.  It lets the multi-replica input logic
+be tested without a multi-replica strategy;
 ``ours(n)`` uses our CentralStorageStrategy's extended instead once it
 exists.  ``native(n)`` is TensorFlow's CentralStorageStrategy, the oracle.
 """
 import numpy as np
 import tensorflow as tf
 
+from compat_distribute.input import InputWorkers
 from conftest import cpu
 
 NATIVE_CENTRAL_STORAGE = tf.distribute.experimental.CentralStorageStrategy
 NATIVE_ONE_DEVICE = tf.distribute.OneDeviceStrategy
 
 
-class FakeExtended:
-  """The strategy facts the input package reads, for ``n`` replicas."""
-
-  def __init__(self, n, host=0):
-    self.worker_devices = tuple(cpu(i) for i in range(n))
-    self._input_device = cpu(host)
-    self._num_replicas_in_sync = n
-
-  def __repr__(self):
-    return f"FakeExtended({len(self.worker_devices)})"
-
-  def _container_strategy(self):
-    return None  # no strategy: input is read under any scope
+def fake_workers(n, host=0, **choices):
+  """The ``InputWorkers`` of ``n`` replicas (no strategy: input is read
+  under any scope); ``choices`` sets its other fields."""
+  return InputWorkers(devices=tuple(cpu(i) for i in range(n)),
+                      host=cpu(host), **choices)
 
 
 def native(n):
@@ -39,7 +32,7 @@ def native(n):
 def central_storage_class():
   """Our v2 CentralStorageStrategy (never TensorFlow's, which the facade
   would fall back to)."""
-  from compat_distribute.central_storage import CentralStorageStrategy  # pylint: disable=g-import-not-at-top
+  from compat_distribute.strategies.central_storage import CentralStorageStrategy  # pylint: disable=g-import-not-at-top
   return CentralStorageStrategy
 
 

@@ -12,7 +12,7 @@ import tensorflow as tf
 from compat_distribute import input as input_lib
 from compat_distribute import v1 as distribute_v1
 from conftest import cpu
-from test_input_support import FakeExtended
+from test_input_support import fake_workers
 
 V1 = tf.compat.v1
 PER_WORKER = tf.distribute.InputReplicationMode.PER_WORKER
@@ -31,15 +31,15 @@ def _native(n):
 
 def _ours(n, dataset=None, input_fn=None):
   """Our iterator: the v1 OneDeviceStrategy for one replica, else the input
-  package with a fake extended."""
+  package with fake InputWorkers."""
   if n == 1:
     strategy = distribute_v1.OneDeviceStrategy("/cpu:1")
     if dataset is not None:
       return strategy.make_dataset_iterator(dataset)
     return strategy.make_input_fn_iterator(input_fn)
   if dataset is not None:
-    return input_lib.make_dataset_iterator(FakeExtended(n), dataset)
-  return input_lib.make_input_fn_iterator(FakeExtended(n), input_fn, PER_WORKER)
+    return input_lib.make_dataset_iterator(fake_workers(n), dataset)
+  return input_lib.make_input_fn_iterator(fake_workers(n), input_fn, PER_WORKER)
 
 
 def _local(value, n):
@@ -169,12 +169,12 @@ def test_input_fn_returning_a_callable():
 def test_replication_mode_and_bad_input_fn():
   with pytest.raises(ValueError, match="PER_WORKER"):
     input_lib.make_input_fn_iterator(
-        FakeExtended(2), lambda _: tf.data.Dataset.range(2),
+        fake_workers(2), lambda _: tf.data.Dataset.range(2),
         tf.distribute.InputReplicationMode.PER_REPLICA)
   with pytest.raises(ValueError, match="must return a tf.data.Dataset"):
-    input_lib.make_input_fn_iterator(FakeExtended(2), lambda _: [1], PER_WORKER)
+    input_lib.make_input_fn_iterator(fake_workers(2), lambda _: [1], PER_WORKER)
   with pytest.raises(TypeError, match="make_dataset_iterator"):
-    input_lib.make_dataset_iterator(FakeExtended(2), [1, 2])
+    input_lib.make_dataset_iterator(fake_workers(2), [1, 2])
 
 
 @pytest.mark.parametrize("n", [1, 2])
@@ -261,7 +261,7 @@ def test_numpy_dataset_session_required_in_graph():
 def test_distributed_dataset_initializable_iterator_in_graph():
   with tf.Graph().as_default(), V1.Session(config=_config()) as sess:
     dist = input_lib.distribute_dataset(
-        FakeExtended(2), tf.data.Dataset.range(6).batch(4), None)
+        fake_workers(2), tf.data.Dataset.range(6).batch(4), None)
     with pytest.raises(RuntimeError, match="make_initializable_iterator"):
       iter(dist)
     iterator = dist.make_initializable_iterator()
@@ -280,7 +280,7 @@ def test_eager_one_shot_iterator_and_refused_initializable_iterator(n):
   # tf.compat.v1.data -- and refuse make_initializable_iterator() with
   # ValueError, as there is nothing to initialize eagerly.
   dist = input_lib.distribute_dataset(
-      FakeExtended(n), tf.data.Dataset.range(8).batch(4), None)
+      fake_workers(n), tf.data.Dataset.range(8).batch(4), None)
   for make in (dist.make_one_shot_iterator,
                lambda: tf.compat.v1.data.make_one_shot_iterator(dist)):
     iterator = make()

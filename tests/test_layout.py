@@ -127,7 +127,7 @@ def test_forbidden_matcher(module):
     "tensorflow.python.distribute.device_util",
     "tensorflow.python.distribute.distribute_lib",
     "tensorflow.python.framework.values",
-    "compat_distribute.values",
+    "compat_distribute.values.distributed",
 ])
 def test_allowed_matcher(module):
   assert not _is_forbidden(module)

@@ -174,7 +174,7 @@ def test_reduce_bad_input():
     ours.reduce("SUM", tf.constant([1.0]), axis=2)
   with pytest.raises(TypeError, match="`axis` must be None or an integer"):
     ours.reduce("SUM", tf.constant([1.0]), axis="0")
-  from compat_distribute.values import PerReplica
+  from compat_distribute.values.distributed import PerReplica
   foreign = PerReplica((tf.constant(1.0), tf.constant(2.0)))
   with pytest.raises(ValueError, match="different strategy"):
     ours.reduce("SUM", foreign, axis=None)
@@ -237,8 +237,9 @@ def test_merge_call_and_collectives(mode):
 
 
 def test_merge_call_requires_replica_context():
+  from compat_distribute.replicas.context import ReplicaContext  # pylint: disable=g-import-not-at-top
   ours = distribute.OneDeviceStrategy(DEVICE)
-  ctx = ours.extended._make_replica_context(0)  # pylint: disable=protected-access
+  ctx = ReplicaContext(ours, 0)
   with ours.scope():
     with pytest.raises(RuntimeError, match="replica context"):
       ctx.merge_call(lambda s: None)
@@ -328,8 +329,8 @@ def test_logical_device_methods():
 
 def test_deprecated_aliases_warn_once():
   import warnings
-  from compat_distribute import strategy as strategy_lib
-  strategy_lib._warned.discard("Strategy.experimental_run_v2")  # pylint: disable=protected-access
+  from compat_distribute.runtime import logs
+  logs._warned.discard("Strategy.experimental_run_v2")  # pylint: disable=protected-access
   ours = distribute.OneDeviceStrategy(DEVICE)
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
@@ -341,7 +342,7 @@ def test_deprecated_aliases_warn_once():
 
 
 def test_missing_device_reported_once(caplog):
-  from compat_distribute import devices
+  from compat_distribute.runtime import devices
   devices._reported.discard(  # pylint: disable=protected-access
       "/job:localhost/replica:0/task:0/device:GPU:7")
   with caplog.at_level("WARNING", logger="compat_distribute"):
@@ -356,7 +357,7 @@ def test_missing_device_reported_once(caplog):
 
 
 def test_per_replica_values_do_not_retrace():
-  from compat_distribute.values import PerReplica
+  from compat_distribute.values.distributed import PerReplica
   traces = []
   @tf.function
   def f(v):

@@ -225,7 +225,7 @@ def test_demo_names_the_ports_it_opens_before_starting_servers(
     monkeypatch, capsys):
   # TensorFlow's servers listen on every interface without authentication
   # (no supported version can bind one address): the demo says so first.
-  from compat_distribute.cluster import demo as cluster_demo
+  from compat_distribute.demo import cluster as cluster_demo
   started = []
 
   def start(self):

@@ -13,10 +13,10 @@ from central_storage_support import (REPLICAS, OursCentralStorage,
                                      assert_same, both, compute_devices,
                                      devices, norm, pair, replica_float,
                                      run_in_mode, within)
-from compat_distribute import cross_device
-from compat_distribute import replica_variables
-from compat_distribute import replica_workers
-from compat_distribute import values as values_lib
+from compat_distribute.values import cross_device
+from compat_distribute.variables import shared as replica_variables
+from compat_distribute.replicas import workers as replica_workers
+from compat_distribute.values import distributed as values_lib
 from conftest import cpu
 
 DEADLINE = 120  # seconds; generous for a loaded 2-core machine

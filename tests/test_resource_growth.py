@@ -20,8 +20,8 @@ import weakref
 import pytest
 import tensorflow as tf
 
-from compat_distribute import replica_threads
-from compat_distribute import replica_workers
+from compat_distribute.replicas import threads as replica_threads
+from compat_distribute.replicas import workers as replica_workers
 from compat_distribute import v1 as ours_v1
 from compat_distribute import v2 as ours
 

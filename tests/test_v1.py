@@ -11,7 +11,7 @@ import warnings
 import pytest
 import tensorflow as tf
 
-from compat_distribute import strategy as strategy_lib
+from compat_distribute.runtime import logs
 from compat_distribute import v1
 from compat_distribute import v2
 from conftest import cpu
@@ -22,7 +22,9 @@ from v1_support import CONFIGS, make_native, make_ours
 # -- names and types ----------------------------------------------------------
 
 def test_facade_names_are_tf_compat_v1_names():
-  extra = {"get_cross_replica_context"}  # ours only: TF has it in tf.distribute
+  # Ours only: TF has get_cross_replica_context in tf.distribute alone, and
+  # Error is the package's error base.
+  extra = {"get_cross_replica_context", "Error"}
   missing = [n for n in v1.__all__
              if n not in extra and not hasattr(tf.compat.v1.distribute, n)]
   assert not missing
@@ -32,8 +34,8 @@ def test_facade_names_are_tf_compat_v1_names():
                "get_replica_context", "get_cross_replica_context",
                "in_cross_replica_context"):
     assert name in v1.__all__, name
-  assert v1.Strategy.__module__ == "compat_distribute.strategy_v1"
-  assert v1.OneDeviceStrategy.__module__ == "compat_distribute.strategies_v1"
+  assert v1.Strategy.__module__ == "compat_distribute.api.strategy_v1"
+  assert v1.OneDeviceStrategy.__module__ == "compat_distribute.strategies.one_device"
   assert v1.ReduceOp is tf.distribute.ReduceOp
 
 
@@ -130,8 +132,8 @@ def test_experimental_run_without_iterator_matches_native(config):
 
 def test_experimental_run_warns_once_per_process():
   s = v1.OneDeviceStrategy("/cpu:0")
-  had = "Strategy.experimental_run" in strategy_lib._warned  # pylint: disable=protected-access
-  strategy_lib._warned.discard("Strategy.experimental_run")  # pylint: disable=protected-access
+  had = "Strategy.experimental_run" in logs._warned  # pylint: disable=protected-access
+  logs._warned.discard("Strategy.experimental_run")  # pylint: disable=protected-access
   try:
     with warnings.catch_warnings(record=True) as caught:
       warnings.simplefilter("always")
@@ -144,7 +146,7 @@ def test_experimental_run_warns_once_per_process():
     assert caught[0].category is DeprecationWarning
   finally:
     if had:
-      strategy_lib._warned.add("Strategy.experimental_run")  # pylint: disable=protected-access
+      logs._warned.add("Strategy.experimental_run")  # pylint: disable=protected-access
 
 
 def test_experimental_run_fn_needing_args_without_iterator():

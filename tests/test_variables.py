@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from compat_distribute import one_device
+from compat_distribute.strategies import one_device
 from compat_distribute import v2 as distribute
-from compat_distribute.variables import AggregatingVariable
-from compat_distribute.variables import create_central_variable
+from compat_distribute.variables.aggregating import AggregatingVariable
+from compat_distribute.variables.central import create_central_variable
 from conftest import cpu, in_mode
 from keras_support import keras
 from keras_support import tf_variable

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from compat_distribute import v2 as distribute
-from compat_distribute.variables import AggregatingVariable
+from compat_distribute.variables.aggregating import AggregatingVariable
 from conftest import in_mode
 from keras_support import keras
 from keras_support import keras_2

@@ -13,12 +13,13 @@ is an addition (TensorFlow has it only in ``tf.distribute``).
 """
 import tensorflow as _tf
 
-from compat_distribute.context import get_cross_replica_context
-from compat_distribute.extended import Extended as StrategyExtended
+from compat_distribute.runtime.errors import Error
+from compat_distribute.runtime.context import get_cross_replica_context
+from compat_distribute.api.extended import Extended as StrategyExtended
 from compat_distribute.input import InputContext
-from compat_distribute.replica_context import ReplicaContext
-from compat_distribute.strategies_v1 import OneDeviceStrategyV1 as OneDeviceStrategy
-from compat_distribute.strategy_v1 import StrategyV1 as Strategy
+from compat_distribute.replicas.context import ReplicaContext
+from compat_distribute.strategies.one_device import OneDeviceStrategyV1 as OneDeviceStrategy
+from compat_distribute.api.strategy_v1 import StrategyV1 as Strategy
 from compat_distribute.v1 import experimental
 
 InputReplicationMode = _tf.distribute.InputReplicationMode
@@ -30,6 +31,7 @@ get_replica_context = _tf.distribute.get_replica_context
 in_cross_replica_context = _tf.distribute.in_cross_replica_context
 
 __all__ = [
+    "Error",
     "InputContext", "InputReplicationMode", "OneDeviceStrategy", "ReduceOp",
     "ReplicaContext", "RunOptions", "Strategy", "StrategyExtended",
     "experimental", "get_cross_replica_context", "get_replica_context",

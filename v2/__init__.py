@@ -11,11 +11,12 @@ can replace ``tf.distribute`` wholesale.
 """
 import tensorflow as _tf
 
-from compat_distribute.extended import Extended as StrategyExtended
+from compat_distribute.runtime.errors import Error
+from compat_distribute.api.extended import Extended as StrategyExtended
 from compat_distribute.input import InputContext
-from compat_distribute.one_device import OneDeviceStrategy
-from compat_distribute.replica_context import ReplicaContext
-from compat_distribute.strategy import Strategy
+from compat_distribute.strategies.one_device import OneDeviceStrategy
+from compat_distribute.replicas.context import ReplicaContext
+from compat_distribute.api.strategy import Strategy
 from compat_distribute.v2 import experimental
 
 ReduceOp = _tf.distribute.ReduceOp
@@ -28,10 +29,11 @@ DistributedIterator = _tf.distribute.DistributedIterator
 get_strategy = _tf.distribute.get_strategy
 has_strategy = _tf.distribute.has_strategy
 get_replica_context = _tf.distribute.get_replica_context
-from compat_distribute.context import get_cross_replica_context
+from compat_distribute.runtime.context import get_cross_replica_context
 in_cross_replica_context = _tf.distribute.in_cross_replica_context
 
 __all__ = [
+    "Error",
     "DistributedDataset", "DistributedIterator", "DistributedValues",
     "InputContext", "InputOptions", "InputReplicationMode",
     "OneDeviceStrategy", "ReduceOp", "ReplicaContext", "RunOptions",

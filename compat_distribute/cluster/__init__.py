@@ -7,8 +7,8 @@
 * ``parameter_server``: the v1 ``ParameterServerStrategy`` and its extended,
   on the replica machinery of ``CentralStorageStrategy``.
 * ``local``: ``LocalCluster``, TensorFlow server processes on 127.0.0.1 for
-  tests and the demo.
-* ``demo``: ``python -m compat_distribute demo --cluster WxP``.
+  tests and the demo (``compat_distribute.demo.cluster``: ``python -m
+  compat_distribute demo --cluster WxP``).
 
 The transport is TensorFlow's own distributed runtime (``tf.distribute.Server``,
 gRPC); nothing here carries tensors.

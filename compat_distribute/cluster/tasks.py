@@ -27,6 +27,10 @@ from typing import Any, Optional
 
 import tensorflow as tf
 
+from compat_distribute import _tf_private
+from compat_distribute.runtime import logs
+from compat_distribute.runtime.errors import Error
+
 TASK_TYPES = ("chief", "worker", "ps", "evaluator")
 
 
@@ -181,11 +185,10 @@ def describe_task(info: TaskInfo) -> str:
 
 
 def _local_gpus() -> int:
-  from compat_distribute import _tf_private  # pylint: disable=g-import-not-at-top
   return len(_tf_private.list_logical_devices("GPU"))
 
 
-class TaskUnavailableError(TimeoutError):
+class TaskUnavailableError(Error, TimeoutError):
   """A task of the cluster did not accept connections in time."""
 
 
@@ -214,7 +217,6 @@ def wait_for_tasks(cluster_spec: tf.train.ClusterSpec,
   Raises:
     TaskUnavailableError: naming each task still unreachable.
   """
-  from compat_distribute import logs  # pylint: disable=g-import-not-at-top
   start = time.monotonic()
   deadline = start + timeout
   pending = list(tasks)

@@ -12,17 +12,17 @@ and hands the work to one module:
 * ``numpy_input`` -- ``experimental_make_numpy_dataset``;
 * ``value_fn``  -- ``experimental_distribute_values_from_function``;
 * ``contexts``  -- ``InputContext`` and ``ValueContext``;
-* ``options``   -- checking ``tf.distribute.InputOptions``.
+* ``options``   -- checking ``tf.distribute.InputOptions``;
+* ``workers``   -- ``InputWorkers``, what the strategy tells the input.
 
-``extended`` is the strategy's ``StrategyExtended``; these functions use its
-``worker_devices`` (one compute device per replica), ``_input_device`` (the
-host CPU running the pipeline), ``_num_replicas_in_sync`` and
-``_container_strategy()`` (the strategy whose scope the input may be read
-under, besides none).
+``workers`` is the ``InputWorkers`` the strategy hands in (``workers``):
+its replicas' devices, the input host, the strategy whose scope the input
+may be read under, and the per-strategy choices; nothing else of the
+strategy is read here.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import tensorflow as tf
 
@@ -36,70 +36,76 @@ from compat_distribute.input.dataset import DistributedDataset
 from compat_distribute.input.iterator import DistributedIterator
 from compat_distribute.input.iterator_v1 import InputIterator
 from compat_distribute.input.value_fn import distribute_values_from_function
+from compat_distribute.input.workers import InputWorkers
+from compat_distribute.runtime.types import InputOptions
+from compat_distribute.runtime.types import Nest
+from compat_distribute.runtime.types import Session
 
 __all__ = [
     "DistributedDataset", "DistributedIterator", "InputContext",
-    "InputIterator", "ValueContext", "distribute_dataset",
+    "InputIterator", "InputWorkers", "ValueContext", "distribute_dataset",
     "distribute_datasets_from_function", "distribute_values_from_function",
     "make_dataset_iterator", "make_input_fn_iterator", "make_numpy_dataset",
 ]
 
 
-def distribute_dataset(extended: Any, dataset: tf.data.Dataset,
-                       options: Any) -> DistributedDataset:
+def distribute_dataset(workers: InputWorkers, dataset: tf.data.Dataset,
+                       options: InputOptions) -> DistributedDataset:
   """``experimental_distribute_dataset``: each global batch of ``dataset``
   is split over the replicas (one replica: passed through)."""
   method = "experimental_distribute_dataset"
-  one_replica = extended._num_replicas_in_sync == 1  # pylint: disable=protected-access
+  one_replica = workers.num_replicas_in_sync == 1
   settings = options_lib.settings_from(options, method,
                                        may_ignore_placement=one_replica)
-  layout, host = build.split_pipeline(extended, dataset, settings, method)
+  layout, host = build.split_pipeline(workers, dataset, settings, method)
   return DistributedDataset(layout, host, build.cardinality(dataset),
-                            strategy=extended._container_strategy())  # pylint: disable=protected-access
+                            strategy=workers.strategy)
 
 
-def distribute_datasets_from_function(extended: Any,
+def distribute_datasets_from_function(workers: InputWorkers,
                                       dataset_fn: Callable[[Any], Any],
-                                      options: Any) -> DistributedDataset:
+                                      options: InputOptions
+                                      ) -> DistributedDataset:
   """``distribute_datasets_from_function``: ``dataset_fn`` is called once
   with ``InputContext(1, 0, num_replicas)``; its elements go to replicas
   0, 1, ..., n-1, 0, ... in turn."""
   method = "distribute_datasets_from_function"
   settings = options_lib.settings_from(
-      options, method, per_replica_fetch_is_per_worker=getattr(
-          extended, "_per_replica_input_is_per_worker", False))
-  dataset = build.call_input_fn(extended, dataset_fn, method)
-  layout, host = build.stream_pipeline(extended, dataset, settings)
+      options, method, per_replica_fetch_is_per_worker=(
+          workers.per_replica_input_is_per_worker))
+  dataset = build.call_input_fn(workers, dataset_fn, method)
+  layout, host = build.stream_pipeline(workers, dataset, settings)
   cardinality = build.cardinality(dataset)
   return DistributedDataset(
       layout, host, cardinality,
-      partial_rounds=build.partial_rounds_wanted(extended, dataset,
+      partial_rounds=build.partial_rounds_wanted(workers, dataset,
                                                  cardinality),
-      strategy=extended._container_strategy())  # pylint: disable=protected-access
+      strategy=workers.strategy)
 
 
-def make_numpy_dataset(extended: Any, numpy_input: Any,
-                       session: Any) -> tf.data.Dataset:
+def make_numpy_dataset(workers: InputWorkers, numpy_input: Nest,
+                       session: Optional[Session]) -> tf.data.Dataset:
   """``experimental_make_numpy_dataset`` on the strategy's input device."""
   return numpy_lib.make_numpy_dataset(
-      extended._input_device, numpy_input, session)  # pylint: disable=protected-access
+      workers.host, numpy_input, session)
 
 
-def make_dataset_iterator(extended: Any,
+def make_dataset_iterator(workers: InputWorkers,
                           dataset: tf.data.Dataset) -> InputIterator:
   """v1 ``make_dataset_iterator``: like ``distribute_dataset``, as an
   initializable input iterator."""
   method = "make_dataset_iterator"
   settings = options_lib.InputSettings()
-  layout, host = build.split_pipeline(extended, dataset, settings, method)
+  layout, host = build.split_pipeline(workers, dataset, settings, method)
   unsplit = None
   if layout.kind == "rounds" and fetch.building_tf1_graph():
     unsplit = build.host_pipeline(layout, dataset, settings)
-  return InputIterator(layout, host, strategy=extended._container_strategy(),  # pylint: disable=protected-access
+  return InputIterator(layout, host, strategy=workers.strategy,
                        unsplit=unsplit)
 
 
-def make_input_fn_iterator(extended: Any, input_fn: Callable[[Any], Any],
+def make_input_fn_iterator(workers: InputWorkers, input_fn: Callable[[Any],
+                           Any],
                            replication_mode: Any = None) -> InputIterator:
   """v1 ``make_input_fn_iterator``: ``input_fn`` is called once with
   ``InputContext(1, 0, num_replicas)`` (PER_WORKER, the only mode)."""
@@ -111,11 +117,11 @@ def make_input_fn_iterator(extended: Any, input_fn: Callable[[Any], Any],
         f"PER_WORKER (one input_fn call for all replicas), got "
         f"{replication_mode!r}. Pass replication_mode=InputReplicationMode."
         "PER_WORKER (the default).")
-  source = build.call_input_fn(extended, input_fn, method, allow_callable=True)
+  source = build.call_input_fn(workers, input_fn, method, allow_callable=True)
   if isinstance(source, tf.data.Dataset):
-    layout, source = build.stream_pipeline(extended, source,
+    layout, source = build.stream_pipeline(workers, source,
                                            options_lib.InputSettings())
   else:
-    layout = build.callable_layout(extended)
+    layout = build.callable_layout(workers)
   return InputIterator(layout, source,
-                       strategy=extended._container_strategy())  # pylint: disable=protected-access
+                       strategy=workers.strategy)

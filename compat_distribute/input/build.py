@@ -2,22 +2,28 @@
 
 Everything here runs once per distributed dataset or input iterator; the
 per-step work is in ``fetch.py``.  The pipeline runs on the strategy's input
-device (``extended._input_device``) and ends in a ``prefetch`` of
+device (``workers.host``, see ``InputWorkers``) and ends in a ``prefetch`` of
 ``buffer_size`` steps (``InputOptions.experimental_per_replica_buffer_size``).
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Union
 
+import numpy as np
 import tensorflow as tf
 
-from compat_distribute.input import contexts
 from compat_distribute.input import layout as layout_lib
 from compat_distribute.input import options as options_lib
 from compat_distribute.input import rebatch
+from compat_distribute.input.workers import InputWorkers
+from compat_distribute.runtime.errors import Error
+from compat_distribute.runtime.types import SpecNest
+
+# A dataset's cardinality: a NumPy int64 eagerly, else a Python int.
+Cardinality = Union[int, np.int64]
 
 
-class NotADatasetError(TypeError, ValueError, AttributeError):
+class NotADatasetError(Error, TypeError, ValueError, AttributeError):
   """A dataset argument, or what an input function returned, is not a
   ``tf.data.Dataset``.
 
@@ -26,24 +32,21 @@ class NotADatasetError(TypeError, ValueError, AttributeError):
   attribute) for other values; this error is all of ``TypeError``,
   ``ValueError`` and ``AttributeError`` so handlers for any of them work.
   """
-  __init__ = Exception.__init__  # lets AutoGraph re-raise it
 
 
-class NotCallableError(TypeError, ValueError):
+class NotCallableError(Error, TypeError, ValueError):
   """An input function argument is not callable.
 
   TensorFlow raises ``TypeError``, or ``ValueError`` for ``None``; this
   error is both.
   """
-  __init__ = Exception.__init__  # lets AutoGraph re-raise it
 
 
-def _layout(extended: Any, kind: str,
+def _layout(workers: InputWorkers, kind: str,
             settings: options_lib.InputSettings) -> layout_lib.Layout:
-  devices = tuple(extended.worker_devices)
+  devices = workers.devices
   return layout_lib.Layout(kind if len(devices) > 1 else "whole", devices,
-                           extended._input_device,  # pylint: disable=protected-access
-                           settings.fetch_to_device)
+                           workers.host, settings.fetch_to_device)
 
 
 def _prefetch(dataset: tf.data.Dataset, steps: int) -> tf.data.Dataset:
@@ -52,7 +55,7 @@ def _prefetch(dataset: tf.data.Dataset, steps: int) -> tf.data.Dataset:
   return dataset.prefetch(steps) if steps > 0 else dataset
 
 
-def check_dataset(dataset: Any, method: str) -> None:
+def check_dataset(dataset: tf.data.Dataset, method: str) -> None:
   """Raises ``NotADatasetError`` unless ``dataset`` is a ``tf.data.Dataset``."""
   if not isinstance(dataset, tf.data.Dataset):
     raise NotADatasetError(
@@ -63,7 +66,7 @@ def check_dataset(dataset: Any, method: str) -> None:
         "distribute_datasets_from_function(dataset_fn).")
 
 
-def cardinality(dataset: tf.data.Dataset) -> Any:
+def cardinality(dataset: tf.data.Dataset) -> Cardinality:
   """``dataset``'s cardinality as a NumPy int64 when executing eagerly,
   else ``tf.data.UNKNOWN_CARDINALITY`` (what TensorFlow's distributed
   datasets report).
@@ -76,33 +79,30 @@ def cardinality(dataset: tf.data.Dataset) -> Any:
   return dataset.cardinality().numpy()
 
 
-def partial_rounds_wanted(extended: Any, dataset: tf.data.Dataset,
-                          cardinality: Any) -> bool:
+def partial_rounds_wanted(workers: InputWorkers, dataset: tf.data.Dataset,
+                          cardinality: Cardinality) -> bool:
   """Whether iterating eagerly gives a last incomplete round of a
   ``"stream"`` pipeline, with empty values for the replicas that got none,
   instead of ending before it.
 
-  TensorFlow's rule: only when the strategy's ``extended`` has
-  ``enable_partial_batch_handling`` (or, if that is absent,
-  ``experimental_enable_get_next_as_optional``) set, the input is not
-  known to be infinite and its elements' shapes are not all static (for
-  ragged and sparse parts, the batch dimension).
+  TensorFlow's rule: only when the strategy asks for it
+  (``workers.partial_batches``: its extended's
+  ``enable_partial_batch_handling`` or, if that is absent,
+  ``experimental_enable_get_next_as_optional``), the input is not known to
+  be infinite and its elements' shapes are not all static (for ragged and
+  sparse parts, the batch dimension).
 
-  >>> from compat_distribute import v2 as distribute
-  >>> extended = distribute.OneDeviceStrategy("/cpu:0").extended
-  >>> extended.enable_partial_batch_handling = True
-  >>> partial_rounds_wanted(extended, tf.data.Dataset.range(9).batch(2), 5)
+  >>> workers = InputWorkers(("/device:CPU:0",), "/device:CPU:0",
+  ...                        partial_batches=True)
+  >>> partial_rounds_wanted(workers, tf.data.Dataset.range(9).batch(2), 5)
   True
   """
-  enabled = getattr(extended, "enable_partial_batch_handling",
-                    getattr(extended,
-                            "experimental_enable_get_next_as_optional", False))
-  if not enabled or cardinality == tf.data.INFINITE_CARDINALITY:
+  if not workers.partial_batches or cardinality == tf.data.INFINITE_CARDINALITY:
     return False
   return not _has_static_shapes(dataset.element_spec)
 
 
-def _has_static_shapes(element_spec: Any) -> bool:
+def _has_static_shapes(element_spec: SpecNest) -> bool:
   for spec in tf.nest.flatten(element_spec):
     if isinstance(spec, (tf.SparseTensorSpec, tf.RaggedTensorSpec)):
       if spec.shape.rank and spec.shape[0] is None:
@@ -113,12 +113,12 @@ def _has_static_shapes(element_spec: Any) -> bool:
   return True
 
 
-def split_pipeline(extended: Any, dataset: tf.data.Dataset,
+def split_pipeline(workers: InputWorkers, dataset: tf.data.Dataset,
                    settings: options_lib.InputSettings,
                    method: str) -> tuple[layout_lib.Layout, tf.data.Dataset]:
   """The pipeline for a dataset of global batches (one element per step)."""
   check_dataset(dataset, method)
-  layout = _layout(extended, "rounds", settings)
+  layout = _layout(workers, "rounds", settings)
   with tf.device(layout.host):
     if layout.kind == "rounds":
       dataset = rebatch.split_dataset(dataset, layout.num_replicas, method)
@@ -133,17 +133,7 @@ def host_pipeline(layout: layout_lib.Layout, dataset: tf.data.Dataset,
     return _prefetch(dataset, settings.buffer_size)
 
 
-def input_context(extended: Any) -> contexts.InputContext:
-  """The context given to ``dataset_fn``: one pipeline for all replicas
-  (a cluster strategy says which of its workers' pipelines this is, through
-  ``extended._input_pipelines``)."""
-  count, index = getattr(extended, "_input_pipelines", (1, 0))
-  return contexts.InputContext(
-      num_input_pipelines=count, input_pipeline_id=index,
-      num_replicas_in_sync=extended._num_replicas_in_sync)  # pylint: disable=protected-access
-
-
-def call_input_fn(extended: Any, fn: Callable[[Any], Any], method: str,
+def call_input_fn(workers: InputWorkers, fn: Callable[[Any], Any], method: str,
                   allow_callable: bool = False) -> Any:
   """Calls ``fn(InputContext)`` once on the input device and checks it
   returned a dataset (or, if allowed, a callable)."""
@@ -151,8 +141,8 @@ def call_input_fn(extended: Any, fn: Callable[[Any], Any], method: str,
     raise NotCallableError(
         f"{method} expects a function input_context -> tf.data.Dataset, got "
         f"{fn!r} of type {type(fn).__name__}.")
-  with tf.device(extended._input_device):  # pylint: disable=protected-access
-    result = fn(input_context(extended))
+  with tf.device(workers.host):
+    result = fn(workers.input_context())
   if isinstance(result, tf.data.Dataset):
     return result
   if allow_callable and callable(result):
@@ -166,18 +156,18 @@ def call_input_fn(extended: Any, fn: Callable[[Any], Any], method: str,
       "global_batch_size)).")
 
 
-def stream_pipeline(extended: Any, dataset: tf.data.Dataset,
+def stream_pipeline(workers: InputWorkers, dataset: tf.data.Dataset,
                     settings: options_lib.InputSettings
                     ) -> tuple[layout_lib.Layout, tf.data.Dataset]:
   """The pipeline for a dataset of per-replica batches (one per replica
   per step, handed out in replica order)."""
-  layout = _layout(extended, "stream", settings)
+  layout = _layout(workers, "stream", settings)
   with tf.device(layout.host):
     return layout, _prefetch(dataset,
                              settings.buffer_size * layout.num_replicas)
 
 
-def callable_layout(extended: Any) -> layout_lib.Layout:
+def callable_layout(workers: InputWorkers) -> layout_lib.Layout:
   """The layout for an input function that returned a callable: it is
   called once per replica per step."""
-  return _layout(extended, "stream", options_lib.InputSettings())
+  return _layout(workers, "stream", options_lib.InputSettings())

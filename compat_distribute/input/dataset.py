@@ -24,7 +24,7 @@ a composite tensor (its component is the host dataset), so it can be a
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import tensorflow as tf
 
@@ -34,6 +34,9 @@ from compat_distribute.input import fetch
 from compat_distribute.input import iterator as iterator_lib
 from compat_distribute.input import iterator_v1
 from compat_distribute.input import layout as layout_lib
+from compat_distribute.runtime.types import Nest
+from compat_distribute.runtime.types import SpecNest
+from compat_distribute.runtime.types import StrategyLike
 
 _CompositeTensor = _tf_compat.CompositeTensor
 
@@ -47,7 +50,8 @@ class DistributedDataset(tf.distribute.DistributedDataset, _CompositeTensor,
   def __init__(self, layout: layout_lib.Layout,  # pylint: disable=super-init-not-called
                host_dataset: tf.data.Dataset,
                cardinality: Any = tf.data.UNKNOWN_CARDINALITY,
-               partial_rounds: bool = False, strategy: Any = None) -> None:
+               partial_rounds: bool = False,
+               strategy: Optional[StrategyLike] = None) -> None:
     self._layout = layout
     self._host = host_dataset
     self._cardinality = cardinality
@@ -87,7 +91,7 @@ class DistributedDataset(tf.distribute.DistributedDataset, _CompositeTensor,
     return self._make_initializable_iterator()
 
   def _make_initializable_iterator(
-      self, shared_name: Any = None) -> iterator_v1.InputIterator:
+      self, shared_name: Optional[str] = None) -> iterator_v1.InputIterator:
     # Also what tf.compat.v1.data.make_initializable_iterator(dataset)
     # calls; shared_name has no meaning for a distributed dataset.
     del shared_name
@@ -148,13 +152,13 @@ class DistributedDataset(tf.distribute.DistributedDataset, _CompositeTensor,
     return self._cardinality
 
   @property
-  def element_spec(self) -> Any:
+  def element_spec(self) -> SpecNest:
     """The ``TypeSpec`` structure of one step's input: the dataset's with
     one replica, a ``PerReplicaSpec`` at every leaf with several."""
     return self._layout.element_spec(self._host.element_spec)
 
-  def reduce(self, initial_state: Any,
-             reduce_func: Callable[[Any, Any], Any]) -> Any:
+  def reduce(self, initial_state: Nest,
+             reduce_func: Callable[[Nest, Nest], Nest]) -> Nest:
     """Folds ``reduce_func(state, step_input)`` over every step.
 
     This is also how a ``for`` loop over the dataset runs inside a
@@ -192,14 +196,14 @@ class DistributedDatasetSpec(layout_lib.HostBackedSpec):
 
   __slots__ = ("_partial_rounds",)
 
-  def __init__(self, layout_tuple: tuple[Any, ...], host_spec: Any,
+  def __init__(self, layout_tuple: tuple[Nest, ...], host_spec: SpecNest,
                partial_rounds: bool = False) -> None:
     super().__init__(layout_tuple, host_spec)
     # Only a "stream" layout has partial rounds (see DistributedIterator):
     # elsewhere the flag must not make a second trace.
     self._partial_rounds = bool(partial_rounds) and layout_tuple[0] == "stream"
 
-  def _serialize(self) -> tuple[Any, ...]:
+  def _serialize(self) -> tuple[Nest, ...]:
     return (self._layout_tuple, self._host_spec, self._partial_rounds)
 
   @property

@@ -17,11 +17,13 @@ from typing import Any, Callable, Optional
 
 import tensorflow as tf
 
-from compat_distribute import values as values_lib
+from compat_distribute.values import distributed as values_lib
 from compat_distribute.input import layout as layout_lib
+from compat_distribute.runtime.types import Nest
+from compat_distribute.runtime.types import SpecNest
 
 
-def _packer(template: Any) -> Callable[[list[Any]], Any]:
+def _packer(template: Any) -> Callable[[list[Nest]], Any]:
   """A function packing a flat list of leaves like ``template``."""
   if not tf.nest.is_nested(template):
     return lambda leaves: leaves[0]
@@ -35,7 +37,7 @@ class EagerReader:
   """Reads one step from an eager host iterator of dense components."""
 
   def __init__(self, layout: layout_lib.Layout, resource: tf.Tensor,
-               replica_spec: Any, flat_specs: list[tf.TensorSpec]) -> None:
+               replica_spec: SpecNest, flat_specs: list[tf.TensorSpec]) -> None:
     self._layout = layout
     self._resource = resource
     self._types = [s.dtype for s in flat_specs]
@@ -45,7 +47,7 @@ class EagerReader:
 
   @staticmethod
   def create(layout: layout_lib.Layout, host_iterator: Any,
-             host_spec: Any) -> Optional["EagerReader"]:
+             host_spec: SpecNest) -> Optional["EagerReader"]:
     """An ``EagerReader``, or None when the general path must be used."""
     if not tf.executing_eagerly():
       return None
@@ -64,7 +66,7 @@ class EagerReader:
                                       output_types=self._types,
                                       output_shapes=self._shapes)
 
-  def next_step(self) -> Any:
+  def next_step(self) -> Nest:
     """The next step's input (raises ``OutOfRangeError`` at the end).
 
     Only valid with synchronous eager execution (the default), where the op

@@ -20,11 +20,13 @@ from typing import Any, Callable
 import tensorflow as tf
 
 from compat_distribute.input import layout as layout_lib
+from compat_distribute.runtime.types import Nest
+from compat_distribute.runtime.types import SpecNest
 
 Optional = tf.experimental.Optional
 
 
-def _after(previous: Any, make: Callable[[], Any]) -> Any:
+def _after(previous: Any, make: Callable[[], Nest]) -> Any:
   """``make()`` ordered after ``previous`` when building a graph.
 
   Several reads from one iterator in a graph (outside ``tf.function``,
@@ -39,7 +41,7 @@ def _after(previous: Any, make: Callable[[], Any]) -> Any:
 
 
 def _on_host(layout: layout_lib.Layout,
-             read: Callable[[], Any]) -> Callable[[], Any]:
+             read: Callable[[], Nest]) -> Callable[[], Nest]:
   """``read`` pinned to the input host when building a graph.
 
   Eagerly a read runs where its iterator lives; in a graph the op would
@@ -63,7 +65,7 @@ def building_tf1_graph() -> bool:
   return not (tf.executing_eagerly() or tf.inside_function())
 
 
-def _read_stream(read: Callable[[], Any], n: int) -> list[Any]:
+def _read_stream(read: Callable[[], Nest], n: int) -> list[Nest]:
   values, previous = [], None
   for _ in range(n):
     previous = _after(previous, read)
@@ -71,7 +73,7 @@ def _read_stream(read: Callable[[], Any], n: int) -> list[Any]:
   return values
 
 
-def next_step(layout: layout_lib.Layout, get_next: Callable[[], Any]) -> Any:
+def next_step(layout: layout_lib.Layout, get_next: Callable[[], Nest]) -> Nest:
   """The next step's input: a plain value (one replica) or ``PerReplica``s."""
   get_next = _on_host(layout, get_next)
   if layout.kind == "stream":
@@ -79,7 +81,7 @@ def next_step(layout: layout_lib.Layout, get_next: Callable[[], Any]) -> Any:
   return _placed(layout, get_next())
 
 
-def _placed(layout: layout_lib.Layout, value: Any) -> Any:
+def _placed(layout: layout_lib.Layout, value: Nest) -> Any:
   targets = layout.targets
   if layout.kind == "whole":
     target = targets[0]
@@ -90,11 +92,11 @@ def _placed(layout: layout_lib.Layout, value: Any) -> Any:
       # none.
       target = layout.devices[0] if layout.fetch_to_device else layout.host
     return layout_lib.place(value, target)
-  return layout_lib.regroup(
+  return layout_lib.wrap_per_replica(
       [layout_lib.place(p, t) for p, t in zip(value, targets)])
 
 
-def _value_or_dummy(opt: Any, host_spec: Any) -> Any:
+def _value_or_dummy(opt: Any, host_spec: SpecNest) -> Any:
   if tf.executing_eagerly():
     return opt.get_value() if opt.has_value() else layout_lib.dummy(host_spec)
   return tf.cond(opt.has_value(), opt.get_value,
@@ -102,8 +104,8 @@ def _value_or_dummy(opt: Any, host_spec: Any) -> Any:
 
 
 def next_optional(layout: layout_lib.Layout,
-                  get_next_as_optional: Callable[[], Any],
-                  host_spec: Any, relax_batch: bool = False,
+                  get_next_as_optional: Callable[[], Nest],
+                  host_spec: SpecNest, relax_batch: bool = False,
                   static_batch: bool = False) -> Any:
   """The next step's input as a ``tf.experimental.Optional``.
 
@@ -128,7 +130,7 @@ def next_optional(layout: layout_lib.Layout,
     optionals = _read_stream(get_next_as_optional, layout.num_replicas)
     has_value = optionals[0].has_value()
 
-    def value() -> Any:
+    def value() -> tf.Tensor:
       if static_batch:
         return _placed(layout, [o.get_value() for o in optionals])
       return _placed(layout, [_value_or_dummy(o, host_spec)
@@ -145,7 +147,7 @@ def next_optional(layout: layout_lib.Layout,
     # element_spec has the value's static shapes; so do we.
     has_value = opt.has_value()
 
-    def value() -> Any:
+    def value() -> tf.Tensor:
       return _placed(layout, opt.get_value())
 
   if tf.executing_eagerly():

@@ -25,10 +25,13 @@ from typing import Any, Optional
 import tensorflow as tf
 
 from compat_distribute import _tf_compat
-from compat_distribute import context
+from compat_distribute.runtime import context
 from compat_distribute.input import fast_path
 from compat_distribute.input import fetch
 from compat_distribute.input import layout as layout_lib
+from compat_distribute.runtime.types import Nest
+from compat_distribute.runtime.types import SpecNest
+from compat_distribute.runtime.types import StrategyLike
 
 _CompositeTensor = _tf_compat.CompositeTensor
 
@@ -49,9 +52,10 @@ class DistributedIterator(tf.distribute.DistributedIterator, _CompositeTensor):
   it is the same structure with a ``PerReplica`` at every leaf.
   """
 
-  def __init__(self, layout: layout_lib.Layout, host_iterator: Any,  # pylint: disable=super-init-not-called
-               host_spec: Any, static_batch: bool = False,
-               partial_rounds: bool = False, strategy: Any = None) -> None:
+  def __init__(self, layout: layout_lib.Layout, host_iterator: tf.data.Iterator,  # pylint: disable=super-init-not-called
+               host_spec: SpecNest, static_batch: bool = False,
+               partial_rounds: bool = False,
+               strategy: Optional[StrategyLike] = None) -> None:
     self._layout = layout
     self._strategy = strategy
     self._host = host_iterator
@@ -75,17 +79,17 @@ class DistributedIterator(tf.distribute.DistributedIterator, _CompositeTensor):
   def __iter__(self) -> "DistributedIterator":
     return self
 
-  def __next__(self) -> Any:
+  def __next__(self) -> Nest:
     try:
       return self.get_next()
     except tf.errors.OutOfRangeError:
       raise StopIteration from None
 
-  def next(self) -> Any:
+  def next(self) -> Nest:
     """Same as ``next(iterator)``."""
     return self.__next__()
 
-  def get_next(self, name: Optional[str] = None) -> Any:
+  def get_next(self, name: Optional[str] = None) -> Nest:
     """The next step's input.
 
     Raises:
@@ -103,7 +107,7 @@ class DistributedIterator(tf.distribute.DistributedIterator, _CompositeTensor):
       return self._next_with_partial_round()
     return fetch.next_step(self._layout, self._host.get_next)
 
-  def _next_with_partial_round(self) -> Any:
+  def _next_with_partial_round(self) -> Nest:
     optional = self.get_next_as_optional()
     if tf.executing_eagerly():
       if not optional.has_value():
@@ -134,7 +138,7 @@ class DistributedIterator(tf.distribute.DistributedIterator, _CompositeTensor):
                                static_batch=self._static_batch)
 
   @property
-  def element_spec(self) -> Any:
+  def element_spec(self) -> SpecNest:
     """The ``TypeSpec`` structure of one step's input."""
     return self._layout.element_spec(self._host_spec)
 
@@ -156,18 +160,18 @@ class DistributedIteratorSpec(layout_lib.HostBackedSpec):
 
   __slots__ = ("_static_batch", "_partial_rounds")
 
-  def __init__(self, layout_tuple: tuple[Any, ...], host_spec: Any,
+  def __init__(self, layout_tuple: tuple[Nest, ...], host_spec: SpecNest,
                static_batch: bool = False,
                partial_rounds: bool = False) -> None:
     super().__init__(layout_tuple, host_spec)
     self._static_batch = bool(static_batch)
     self._partial_rounds = bool(partial_rounds)
 
-  def _serialize(self) -> tuple[Any, ...]:
+  def _serialize(self) -> tuple[Nest, ...]:
     return (self._layout_tuple, self._host_spec, self._static_batch,
             self._partial_rounds)
 
-  def is_subtype_of(self, other: Any) -> bool:
+  def is_subtype_of(self, other: tf.TypeSpec) -> bool:
     # Iterators of finite and of infinite input share a trace, as in
     # TensorFlow (whose spec leaves cardinality out), instead of tracing
     # once each.  The flags only change static batch dimensions, except

@@ -23,12 +23,15 @@ from typing import Any, Callable, Optional
 
 import tensorflow as tf
 
-from compat_distribute import context
+from compat_distribute.runtime import context
 from compat_distribute.input import fast_path
 from compat_distribute.input import fetch
 from compat_distribute.input import iterator as iterator_lib
 from compat_distribute.input import layout as layout_lib
 from compat_distribute.input import rebatch
+from compat_distribute.runtime.types import Nest
+from compat_distribute.runtime.types import StrategyLike
+from compat_distribute.runtime.types import SpecNest
 
 
 class InputIterator(tf.distribute.DistributedIterator):
@@ -48,7 +51,8 @@ class InputIterator(tf.distribute.DistributedIterator):
   """
 
   def __init__(self, layout: layout_lib.Layout, source: Any,
-               strategy: Any = None, unsplit: Any = None) -> None:
+               strategy: Optional[StrategyLike] = None,
+               unsplit: Optional[tf.data.Dataset] = None) -> None:
     self._layout = layout
     self._unsplit = unsplit
     # Reading a step under another strategy's scope is refused.
@@ -57,7 +61,7 @@ class InputIterator(tf.distribute.DistributedIterator):
     self._graph = fetch.building_tf1_graph()
     if isinstance(source, tf.data.Dataset):
       self._dataset = source
-      self._fn: Optional[Callable[[], Any]] = None
+      self._fn: Optional[Callable[[], Nest]] = None
       self._host_spec = source.element_spec
       self._host = self._make_host_iterator()
     else:
@@ -113,7 +117,7 @@ class InputIterator(tf.distribute.DistributedIterator):
 
   # -- reading --------------------------------------------------------------
 
-  def get_next(self, name: Optional[str] = None) -> Any:
+  def get_next(self, name: Optional[str] = None) -> Nest:
     """The next step's input: one value (one replica) or ``PerReplica``s.
 
     In graph mode this adds the read to the graph; each run of the result
@@ -162,7 +166,7 @@ class InputIterator(tf.distribute.DistributedIterator):
     return fetch.next_optional(self._layout, read, self._host_spec)
 
   @property
-  def element_spec(self) -> Any:
+  def element_spec(self) -> SpecNest:
     """The ``TypeSpec`` structure of one step's input (None for a callable
     source, whose elements are only known once read)."""
     if self._host_spec is None:
@@ -202,11 +206,11 @@ class InputIterator(tf.distribute.DistributedIterator):
   def __iter__(self) -> "InputIterator":
     return self
 
-  def next(self) -> Any:
+  def next(self) -> Nest:
     """Same as ``next(iterator)``."""
     return self.__next__()
 
-  def __next__(self) -> Any:
+  def __next__(self) -> Nest:
     if self._graph:
       # The TF1 idiom: ``next(iterator)`` once builds the read into the
       # graph, and each session run of it consumes one step (as

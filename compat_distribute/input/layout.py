@@ -24,12 +24,16 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import tensorflow as tf
 
 from compat_distribute import _tf_private
-from compat_distribute import values as values_lib
+from compat_distribute.values import distributed as values_lib
+from compat_distribute.runtime.types import Nest
+from compat_distribute.runtime.types import SpecNest
+from compat_distribute.runtime.types import StrategyLike
+from compat_distribute.runtime.types import DeviceName
 
 KINDS = ("whole", "rounds", "stream")
 
@@ -55,22 +59,22 @@ class Layout:
     return len(self.devices)
 
   @functools.cached_property
-  def targets(self) -> tuple[Any, ...]:
+  def targets(self) -> tuple[Nest, ...]:
     """Per replica: the device to copy its value to, or None (stays put)."""
     if not self.fetch_to_device:
       return (None,) * len(self.devices)
     return tuple(None if d == self.host else d for d in self.devices)
 
-  def as_tuple(self) -> tuple[Any, ...]:
+  def as_tuple(self) -> tuple[Nest, ...]:
     return (self.kind, self.devices, self.host, self.fetch_to_device)
 
   @staticmethod
   @functools.lru_cache(maxsize=256)
-  def from_tuple(serialized: tuple[Any, ...]) -> "Layout":
+  def from_tuple(serialized: tuple[Nest, ...]) -> "Layout":
     kind, devices, host, fetch = serialized
     return Layout(kind, tuple(devices), host, bool(fetch))
 
-  def element_spec(self, host_spec: Any) -> Any:
+  def element_spec(self, host_spec: SpecNest) -> SpecNest:
     """The spec of one step's value, given the host dataset's element spec."""
     if self.kind == "whole":
       return host_spec
@@ -81,7 +85,7 @@ class Layout:
     return regroup_specs(per_replica)
 
 
-def regroup_specs(per_replica: Sequence[Any]) -> Any:
+def regroup_specs(per_replica: Sequence[SpecNest]) -> SpecNest:
   """One structure of ``PerReplicaSpec`` from ``n`` structures of specs."""
   flat = [tf.nest.flatten(s) for s in per_replica]
   return tf.nest.pack_sequence_as(
@@ -89,8 +93,11 @@ def regroup_specs(per_replica: Sequence[Any]) -> Any:
                        for leaves in zip(*flat)])
 
 
-def regroup(per_replica: Sequence[Any]) -> Any:
-  """One structure of ``PerReplica`` from ``n`` same-structured values."""
+def wrap_per_replica(per_replica: Sequence[Nest]) -> Nest:
+  """One structure of ``PerReplica`` from ``n`` same-structured values:
+  every leaf is wrapped, even one that is the same object on every replica
+  (unlike ``values.distributed.regroup``, which returns such a leaf as it
+  is)."""
   first = per_replica[0]
   if not tf.nest.is_nested(first):
     return values_lib.PerReplica(per_replica)
@@ -99,13 +106,13 @@ def regroup(per_replica: Sequence[Any]) -> Any:
       first, [values_lib.PerReplica(leaves) for leaves in zip(*flat)])
 
 
-def _identity(x: Any) -> Any:
+def _identity(x: Nest) -> Nest:
   if x is None:
     return None
   return tf.nest.map_structure(tf.identity, x, expand_composites=True)
 
 
-def place(value: Any, device: Any) -> Any:
+def place(value: Nest, device: Optional[DeviceName]) -> Nest:
   """``value`` copied onto ``device``; unchanged when ``device`` is None."""
   if device is None:
     return value
@@ -115,13 +122,13 @@ def place(value: Any, device: Any) -> Any:
     return tf.nest.map_structure(_identity, value)
 
 
-def dummy(spec: Any) -> Any:
+def dummy(spec: SpecNest) -> Nest:
   """An empty value for a replica that got no data, matching ``spec``.
 
   Unknown dimensions become 0; with a fully known shape the first dimension
   is taken for the batch dimension and set to 0.
   """
-  def make(s: tf.TypeSpec) -> Any:
+  def make(s: tf.TypeSpec) -> Nest:
     if isinstance(s, NONE_SPEC_TYPE):
       return None
     if s.shape.rank is None:
@@ -146,7 +153,7 @@ def dummy(spec: Any) -> Any:
   return tf.nest.map_structure(make, spec)
 
 
-def batch_relaxed(spec: Any) -> Any:
+def batch_relaxed(spec: SpecNest) -> SpecNest:
   """``spec`` with the batch dimension unknown wherever an empty value
   (``dummy``) would have a different one: the spec a value has after a
   graph-mode choice between a real element and an empty one.
@@ -156,7 +163,7 @@ def batch_relaxed(spec: Any) -> Any:
   >>> batch_relaxed(tf.TensorSpec([8, None], tf.float32)).shape
   TensorShape([8, None])
   """
-  def relax(s: Any) -> Any:
+  def relax(s: tf.TypeSpec) -> tf.TypeSpec:
     shape = getattr(s, "shape", None)
     if shape is None or shape.rank is None or shape.rank == 0:
       return s
@@ -188,7 +195,8 @@ class HostBackedSpec(tf.TypeSpec):
 
   __slots__ = ("_layout_tuple", "_host_spec", "_strategy")
 
-  def __init__(self, layout_tuple: tuple[Any, ...], host_spec: Any) -> None:
+  def __init__(self, layout_tuple: tuple[Nest, ...],
+               host_spec: SpecNest) -> None:
     self._layout_tuple = tuple(layout_tuple)
     self._host_spec = host_spec
     # The strategy the value belongs to, handed to values rebuilt from
@@ -196,14 +204,14 @@ class HostBackedSpec(tf.TypeSpec):
     # rebuilds from ``_serialize`` has none, and then nothing is checked).
     self._strategy = None
 
-  def with_strategy(self, strategy: Any) -> "HostBackedSpec":
+  def with_strategy(self, strategy: StrategyLike) -> "HostBackedSpec":
     self._strategy = strategy
     return self
 
-  def _serialize(self) -> tuple[Any, ...]:
+  def _serialize(self) -> tuple[Nest, ...]:
     return (self._layout_tuple, self._host_spec)
 
-  def _to_components(self, value: Any) -> Any:
+  def _to_components(self, value: Nest) -> Any:
     # A single component, not a 1-tuple: packing a tuple costs Python time
     # on every tf.function call that takes this value as an argument.
     return value._host  # pylint: disable=protected-access

@@ -16,20 +16,25 @@ does not touch it (so it cannot wipe the data) and ``Saver`` does not save it.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import tensorflow as tf
 
+from compat_distribute.runtime.errors import Error
+from compat_distribute.runtime.types import Nest
+from compat_distribute.runtime.types import Session
 
-def _as_array(value: Any) -> tuple[np.ndarray, tf.DType]:
+
+def _as_array(value: Nest) -> tuple[np.ndarray, tf.DType]:
   array = np.asarray(value)
   if array.dtype.kind in "USO":
     return array.astype(object), tf.string
   return array, tf.as_dtype(array.dtype)
 
 
-def _fed_variable(array: np.ndarray, dtype: tf.DType, session: Any) -> Any:
+def _fed_variable(array: np.ndarray, dtype: tf.DType,
+                  session: Optional[Session]) -> Any:
   """A host resource variable holding ``array``, filled through ``session``;
   returns the tensor that reads it."""
   with tf.compat.v1.name_scope("numpy_input") as scope:
@@ -41,26 +46,24 @@ def _fed_variable(array: np.ndarray, dtype: tf.DType, session: Any) -> Any:
     return tf.raw_ops.ReadVariableOp(resource=handle, dtype=dtype)
 
 
-class NoSessionError(ValueError, AssertionError):
+class NoSessionError(Error, ValueError, AssertionError):
   """``experimental_make_numpy_dataset`` in a graph with no session to feed
   the arrays through.
 
   TensorFlow raises a bare ``AssertionError``; this error is also a
   ``ValueError`` and says what to pass.
   """
-  __init__ = Exception.__init__  # lets AutoGraph re-raise it
 
 
-class NotAnArrayError(ValueError, AttributeError):
+class NotAnArrayError(Error, ValueError, AttributeError):
   """A value with no dimension to slice (a scalar or ``None``).
 
   TensorFlow raises ``ValueError`` eagerly and ``AttributeError`` (no
   ``shape``) in a graph; this error is both.
   """
-  __init__ = Exception.__init__  # lets AutoGraph re-raise it
 
 
-def _rank(value: Any) -> Any:
+def _rank(value: Nest) -> Any:
   """``value``'s number of dimensions, or None if unknown."""
   shape = getattr(value, "shape", None)
   if shape is not None:
@@ -71,19 +74,18 @@ def _rank(value: Any) -> Any:
     return None
 
 
-def _not_an_array(value: Any) -> NotAnArrayError:
+def _not_an_array(value: Nest) -> NotAnArrayError:
   return NotAnArrayError(
       "experimental_make_numpy_dataset slices arrays along their first "
       f"dimension, but got {value!r}, which has none. Pass NumPy arrays of "
       "examples, e.g. np.array([x1, x2, ...]).")
 
 
-class NotASessionError(TypeError, AttributeError):
+class NotASessionError(Error, TypeError, AttributeError):
   """``session`` is not a session (TensorFlow: ``AttributeError``)."""
-  __init__ = Exception.__init__  # lets AutoGraph re-raise it
 
 
-def _graph_session(session: Any) -> Any:
+def _graph_session(session: Optional[Session]) -> Any:
   session = session or tf.compat.v1.get_default_session()
   if session is not None and not (hasattr(session, "run") and
                                   hasattr(session, "graph")):
@@ -106,8 +108,8 @@ def _graph_session(session: Any) -> Any:
   return session
 
 
-def make_numpy_dataset(host: str, numpy_input: Any,
-                       session: Any = None) -> tf.data.Dataset:
+def make_numpy_dataset(host: str, numpy_input: Nest,
+                       session: Optional[Session] = None) -> tf.data.Dataset:
   """A dataset of the slices of ``numpy_input`` (a nest of arrays) on
   ``host``; ``session`` is needed (or a default session) in graph mode."""
   flat = tf.nest.flatten(numpy_input)

@@ -29,9 +29,12 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
-from typing import Any
+
 
 import tensorflow as tf
+
+from compat_distribute.runtime.errors import Error
+from compat_distribute.runtime.types import InputOptions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,16 +44,15 @@ class InputSettings:
   buffer_size: int = 1
 
 
-class NotInputOptionsError(TypeError, AttributeError):
+class NotInputOptionsError(Error, TypeError, AttributeError):
   """``options`` is not a ``tf.distribute.InputOptions``.
 
   TensorFlow fails reading a missing attribute (``AttributeError``); this
   error is also a ``TypeError``, the type that names the mistake.
   """
-  __init__ = Exception.__init__  # lets AutoGraph re-raise it
 
 
-def settings_from(options: Any, method: str,
+def settings_from(options: InputOptions, method: str,
                   may_ignore_placement: bool = False,
                   per_replica_fetch_is_per_worker: bool = False
                   ) -> InputSettings:

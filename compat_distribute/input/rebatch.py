@@ -25,19 +25,22 @@ from typing import Any
 
 import tensorflow as tf
 
+from compat_distribute.runtime.errors import Error
+
 from compat_distribute import _tf_compat
 from compat_distribute.input import layout as layout_lib
+from compat_distribute.runtime.types import Nest
+from compat_distribute.runtime.types import SpecNest
 
 _SPLITTABLE = (tf.TensorSpec, tf.RaggedTensorSpec, tf.SparseTensorSpec)
 
 
-class UnbatchedDatasetError(ValueError, IndexError):
+class UnbatchedDatasetError(Error, ValueError, IndexError):
   """A dataset element cannot be split across replicas.
 
   Native TensorFlow raises ``IndexError`` in this situation; this error is
   both a ``ValueError`` and an ``IndexError`` so handlers for either work.
   """
-  __init__ = Exception.__init__  # lets AutoGraph re-raise it
 
 
 def piece_spec(spec: tf.TypeSpec, n: int) -> tf.TypeSpec:
@@ -57,7 +60,7 @@ def piece_spec(spec: tf.TypeSpec, n: int) -> tf.TypeSpec:
   return tf.SparseTensorSpec(new_shape, spec.dtype)
 
 
-def check_splittable(element_spec: Any, n: int, method: str) -> None:
+def check_splittable(element_spec: SpecNest, n: int, method: str) -> None:
   """Raises a clear error if some component has no dimension to split.
 
   Raises:
@@ -130,7 +133,7 @@ def _split_sparse(t: tf.SparseTensor, n: int) -> list[tf.SparseTensor]:
   return pieces
 
 
-def split_element(element: Any, n: int) -> tuple[Any, ...]:
+def split_element(element: Any, n: int) -> tuple[Nest, ...]:
   """Cuts one element (a nest of tensors) into ``n`` per-replica nests."""
   flat = tf.nest.flatten(element)
   per_leaf = []

@@ -1,0 +1,11 @@
+"""The base strategy API (above ``input`` and ``replicas``).
+
+* ``strategy``: ``Strategy`` (TF2) and the methods both generations share;
+* ``strategy_v1``: ``StrategyV1``, the v1 additions;
+* ``iterators``: the input-iterator methods both generations have;
+* ``extended``: the base ``StrategyExtended`` (abstract hooks, shared
+  defaults);
+* ``extended_v1``: the v1-only part of ``strategy.extended``;
+* ``session_config``: the ``ConfigProto`` a strategy asks a session for;
+* ``errors``: errors for bad arguments to ``strategy.extended``.
+"""

@@ -1,0 +1,375 @@
+"""The base ``Strategy`` (TF2 API): scope, run, reduce, gather, input.
+
+Concrete strategies pass an ``Extended`` to ``__init__``; the methods here
+only validate arguments, pick the right context and delegate to it.
+
+>>> import tensorflow as tf
+>>> from compat_distribute import v2 as distribute
+>>> strategy = distribute.OneDeviceStrategy("/cpu:0")
+>>> with strategy.scope():
+...   tf.distribute.get_strategy() is strategy
+True
+>>> strategy.reduce("SUM", tf.constant([1., 2., 3.]), axis=0)
+<tf.Tensor: shape=(), dtype=float32, numpy=6.0>
+"""
+from __future__ import annotations
+
+import collections.abc
+import math
+from typing import Callable, ContextManager, NoReturn, Optional, Sequence, Union
+
+import tensorflow as tf
+
+from compat_distribute import _tf_compat
+from compat_distribute.runtime import context
+from compat_distribute.runtime.logs import warn_deprecated_once
+from compat_distribute import input as input_lib
+from compat_distribute.values import reduce as reduce_lib
+from compat_distribute.api import iterators as strategy_iterators
+from compat_distribute.values import distributed as values_lib
+from compat_distribute.runtime.types import Axis
+from compat_distribute.runtime.types import ConfigProto
+from compat_distribute.runtime.types import ExtendedLike
+from compat_distribute.runtime.types import Nest
+from compat_distribute.runtime.types import ReduceOpLike
+from compat_distribute.runtime.types import ReplicaFn
+from compat_distribute.runtime.types import TensorLike
+from compat_distribute.runtime.types import StrategyLike
+from compat_distribute.runtime.types import InputOptions
+from compat_distribute.runtime.types import RunOptions
+
+_executing_eagerly = tf.executing_eagerly
+# What distribute_datasets_from_function calls: one dataset per pipeline.
+DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
+class StrategyMethods:
+  """The methods shared by the v1 and v2 strategies.
+
+  Mixed in ahead of TensorFlow's ``Strategy`` classes so that every method
+  TensorFlow documents is ours.
+  """
+
+  def __init__(self, extended: ExtendedLike) -> None:  # pylint: disable=super-init-not-called
+    self._extended = extended
+    self._scale_loss_for_estimator = False
+    self._mean_reduce_helper_fns: dict[object, Callable[..., Nest]] = {}
+    self._reduce_sum_fns: dict[object, Callable[..., Nest]] = {}
+    self._should_use_with_coordinator = False
+
+  def __repr__(self) -> str:
+    return f"{type(self).__name__}()"
+
+  def update_config_proto(self, config_proto: ConfigProto) -> ConfigProto:
+    """A modified copy of ``config_proto`` for running this strategy in a
+    ``tf.compat.v1.Session``; ``config_proto`` itself is left unchanged.
+
+    Unlike TensorFlow's, the copy's ``device_count`` makes the session create
+    every device the strategy uses (e.g. ``{"CPU": 4}`` for ``/cpu:3``);
+    ``CentralStorageStrategy`` also sets ``isolate_session_state``, as
+    TensorFlow's does.
+    """
+    if not isinstance(config_proto, tf.compat.v1.ConfigProto):
+      raise TypeError(
+          "update_config_proto expects a tf.compat.v1.ConfigProto, got "
+          f"{config_proto!r} of type {type(config_proto).__name__}. Pass "
+          "tf.compat.v1.ConfigProto() (or your session's config) and give "
+          "the returned copy to tf.compat.v1.Session(config=...).")
+    return self._extended._update_config_proto(config_proto)  # pylint: disable=protected-access
+
+  def unwrap(self, value: Nest) -> tuple[Nest, ...]:
+    """Deprecated name of ``experimental_local_results``."""
+    warn_deprecated_once("Strategy.unwrap",
+                         "Strategy.experimental_local_results")
+    return self.experimental_local_results(value)
+
+  def colocate_vars_with(self,
+                         colocate_with_variable: tf.Variable
+      ) -> ContextManager[None]:
+    """Deprecated spelling of ``strategy.extended.colocate_vars_with``."""
+    return self._extended.colocate_vars_with(colocate_with_variable)
+
+  def configure(self, session_config: Optional[ConfigProto] = None,
+                cluster_spec: Optional[Union[tf.train.ClusterSpec, dict]] = None,
+                task_type: Optional[str] = None,
+                task_id: Optional[int] = None) -> None:
+    """Deprecated: updates ``session_config`` in place with
+    ``update_config_proto``.  These strategies run on one machine, so a
+    cluster cannot be given."""
+    warn_deprecated_once("Strategy.configure", "Strategy.update_config_proto")
+    if cluster_spec or task_type is not None or task_id is not None:
+      raise ValueError(
+          f"{self!r} runs on one machine and takes no cluster, got "
+          f"cluster_spec={cluster_spec!r}, task_type={task_type!r}, "
+          f"task_id={task_id!r}. Call configure(session_config=...) only, or "
+          "use a multi-worker strategy for a cluster.")
+    if session_config is not None:
+      session_config.CopyFrom(self.update_config_proto(session_config))
+
+  def __deepcopy__(self, memo: dict) -> StrategyLike:
+    """A new strategy with the same configuration (its own scope and
+    variables), as TensorFlow's deep copy gives."""
+    copied = self._with_same_configuration()
+    memo[id(self)] = copied
+    return copied
+
+  def _with_same_configuration(self) -> StrategyLike:
+    raise NotImplementedError(
+        f"{type(self).__name__} cannot be deep-copied; make a new strategy.")
+
+  def __copy__(self) -> NoReturn:
+    raise RuntimeError(
+        f"A shallow copy of {self!r} would share its scope and variables "
+        "with the original, so it is not allowed (as in TensorFlow). Use "
+        "copy.deepcopy(strategy) for an independent strategy with the same "
+        "devices, or keep using the strategy itself.")
+
+  # -- basic properties -----------------------------------------------------
+
+  @property
+  def extended(self) -> ExtendedLike:
+    """The strategy's ``StrategyExtended`` with lower-level methods."""
+    return self._extended
+
+  @property
+  def num_replicas_in_sync(self) -> int:
+    """How many replicas run each step together."""
+    return self._extended._num_replicas_in_sync  # pylint: disable=protected-access
+
+  @property
+  def cluster_resolver(self) -> None:
+    """Single-machine strategies have no cluster resolver: always None."""
+    return None
+
+  def scope(self) -> context.StrategyScope:
+    """A context manager that makes this strategy current.
+
+    Inside it, ``tf.distribute.get_strategy()`` returns this strategy, code
+    runs in cross-replica context, and new variables are placed by the
+    strategy.
+    """
+    return context.StrategyScope(self)
+
+  # -- running --------------------------------------------------------------
+
+  def run(self, fn: ReplicaFn, args: Sequence[Nest] = (),
+          kwargs: Optional[dict] = None, options: RunOptions = None) -> Nest:
+    """Runs ``fn(*args, **kwargs)`` once per replica and returns the
+    per-replica results (a plain value with one replica)."""
+    del options
+    if not callable(fn):
+      raise TypeError(
+          f"run expects a callable `fn`, got {fn!r} of type "
+          f"{type(fn).__name__}. Pass the function itself, e.g. "
+          "strategy.run(step_fn, args=(x,)).")
+    if type(args) is not tuple and not isinstance(args, (list, tuple)):  # pylint: disable=unidiomatic-typecheck
+      raise ValueError(
+          "run takes the positional arguments `args` as a list or tuple, got "
+          f"{type(args).__name__}: {args!r}. Wrap a single argument: "
+          "args=(x,).")
+    if kwargs is not None and not isinstance(kwargs, dict):
+      raise TypeError(
+          f"run takes `kwargs` as a dict, got {type(kwargs).__name__}: "
+          f"{kwargs!r}.")
+    # strategy.scope() without its context-manager object (the hot path).
+    # Eagerly, the partitioner-dropping variable getter is left out (it costs
+    # several microseconds per step); `with strategy.scope():` installs it.
+    eager = _executing_eagerly()
+    token = context.enter_scope(self, variable_getter=not eager)
+    try:
+      if not eager:
+        # While tracing, let AutoGraph convert `fn` as the caller's setting
+        # says; eager callers run `fn` as written.
+        fn = _tf_compat.convert_as_caller(fn, convert_by_default=False)
+      return self._extended._call_for_each_replica(  # pylint: disable=protected-access
+          fn, args, kwargs or {})
+    finally:
+      context.exit_scope(token)
+
+  def experimental_run_v2(self, fn: ReplicaFn, args: Sequence[Nest] = (),
+                          kwargs: Optional[dict] = None,
+                          options: RunOptions = None) -> Nest:
+    """Deprecated name of ``run``."""
+    warn_deprecated_once("Strategy.experimental_run_v2", "Strategy.run")
+    return self.run(fn, args=args, kwargs=kwargs, options=options)
+
+  # -- reducing -------------------------------------------------------------
+
+  def reduce(self, reduce_op: ReduceOpLike, value: Nest,
+             axis: Optional[int]) -> Nest:
+    """Combines per-replica ``value`` into one tensor on the current device.
+
+    With ``axis``, each replica's tensor is also reduced along that axis;
+    MEAN then divides by the total number of elements along ``axis`` over
+    all replicas, so partial batches are weighed correctly.
+    """
+    context.require_cross_replica(self, "Strategy.reduce",
+                                  "ReplicaContext.all_reduce")
+    reduce_op = reduce_lib.to_reduce_op(reduce_op)
+    self._check_own_value(value, "reduce")
+    if axis is None:
+      return self._extended._reduce(reduce_op, value)  # pylint: disable=protected-access
+    if isinstance(value, collections.abc.Mapping):
+      raise TypeError(
+          f"reduce with axis={axis!r} takes a tensor or a per-replica tensor, "
+          f"got a {type(value).__name__} of values: {value!r}. Reduce each "
+          "entry separately, or pass axis=None to reduce the structure only "
+          "across replicas.")
+    for local in self._extended._local_results(value):  # pylint: disable=protected-access
+      reduce_lib.check_summable(local)
+      axis = reduce_lib.check_axis(axis, local)
+    if reduce_op == reduce_lib.ReduceOp.SUM:
+      sums = self.run(_sum_along, args=(value, axis))
+      return self._extended._reduce(reduce_op, sums)  # pylint: disable=protected-access
+    sums, counts = self.run(_sum_and_count_along, args=(value, axis))
+    total = self._extended._reduce(reduce_lib.ReduceOp.SUM, sums)  # pylint: disable=protected-access
+    count = self._extended._reduce(reduce_lib.ReduceOp.SUM, counts)  # pylint: disable=protected-access
+    return tf.math.truediv(total, tf.cast(count, total.dtype))
+
+  def _check_own_value(self, value: Nest, method: str) -> None:
+    for leaf in tf.nest.flatten(value):
+      if not values_lib.is_distributed(leaf):
+        continue
+      n = len(leaf.values)
+      if n != self.num_replicas_in_sync:
+        raise ValueError(
+            f"{method} got a distributed value with {n} replica values, but "
+            f"{self!r} has {self.num_replicas_in_sync} replicas; the value "
+            "was made by a different strategy. Reduce it with the strategy "
+            "whose `run` or dataset produced it.")
+
+  def experimental_local_results(self, value: Nest) -> tuple[Nest, ...]:
+    """The per-replica parts of ``value`` as a tuple (``(value,)`` for a
+    plain value)."""
+    return self._extended._local_results(value)  # pylint: disable=protected-access
+
+  def gather(self, value: Nest, axis: int) -> Nest:
+    """Concatenates ``value``'s per-replica parts along ``axis`` onto the
+    current device."""
+    context.require_cross_replica(self, "Strategy.gather",
+                                  "ReplicaContext.all_gather")
+    if isinstance(value, tf.IndexedSlices):
+      raise NotImplementedError(
+          "gather does not support IndexedSlices (got a tf.IndexedSlices); "
+          "convert it with tf.convert_to_tensor first.")
+    self._check_own_value(value, "gather")
+    return self._extended._gather(value, axis)  # pylint: disable=protected-access
+
+  def group(self, value: Nest,
+            name: Optional[str] = None) -> Union[tf.Operation, Nest]:
+    """``tf.group`` of all per-replica parts of ``value``."""
+    return self._extended._group(value, name)  # pylint: disable=protected-access
+
+  # -- input ----------------------------------------------------------------
+
+  def experimental_distribute_dataset(self, dataset: tf.data.Dataset,
+                                      options: InputOptions = None
+                                        ) -> tf.distribute.DistributedDataset:
+    """Distributes a dataset of global batches over the replicas."""
+    return input_lib.distribute_dataset(self._extended._input_workers(),
+                                        dataset, options)
+
+  def distribute_datasets_from_function(self,
+                                        dataset_fn: DatasetFn,
+                                        options: InputOptions = None
+                                        ) -> tf.distribute.DistributedDataset:
+    """Distributes the dataset(s) ``dataset_fn(input_context)`` returns;
+    they yield per-replica batches."""
+    return input_lib.distribute_datasets_from_function(
+        self._extended._input_workers(), dataset_fn, options)
+
+  def experimental_distribute_datasets_from_function(
+      self, dataset_fn: DatasetFn, options: InputOptions = None
+  ) -> tf.distribute.DistributedDataset:
+    """Deprecated name of ``distribute_datasets_from_function``."""
+    warn_deprecated_once(
+        "Strategy.experimental_distribute_datasets_from_function",
+        "Strategy.distribute_datasets_from_function")
+    return self.distribute_datasets_from_function(dataset_fn, options)
+
+  def experimental_distribute_values_from_function(
+      self, value_fn: Callable[[tf.distribute.experimental.ValueContext], Nest]
+  ) -> Nest:
+    """One value per replica: ``value_fn(ValueContext)`` for each."""
+    return input_lib.distribute_values_from_function(
+        self._extended._input_workers(), value_fn)
+
+  def experimental_make_numpy_dataset(self,
+                                      numpy_input: Nest) -> tf.data.Dataset:
+    """A ``tf.data.Dataset`` of the slices of ``numpy_input``, kept on the
+    input host."""
+    return input_lib.make_numpy_dataset(self._extended._input_workers(),
+                                        numpy_input, None)
+
+  # -- logical devices (one per replica here) -------------------------------
+
+  def experimental_assign_to_logical_device(self, tensor: TensorLike,
+                                            logical_device_id: int
+                                            ) -> TensorLike:
+    """Annotates ``tensor`` for logical device ``logical_device_id``.
+
+    These strategies have one logical device per replica, so the only valid
+    id is 0 and the tensor is returned as it is.
+    """
+    if isinstance(logical_device_id, bool) or logical_device_id != 0:
+      raise ValueError(
+          f"logical_device_id {logical_device_id!r} is out of range: "
+          f"{self!r} has 1 logical device per replica, so the only valid id "
+          "is 0.")
+    return tensor
+
+  def experimental_replicate_to_logical_devices(self,
+                                                tensor: TensorLike
+      ) -> TensorLike:
+    """Annotates ``tensor`` as replicated over the replica's logical devices
+    (just one here, so ``tensor`` is returned as it is)."""
+    return tensor
+
+  def experimental_split_to_logical_devices(self, tensor: TensorLike,
+                                            partition_dimensions: Sequence[int]
+                                            ) -> TensorLike:
+    """Annotates ``tensor`` as split over logical devices.
+
+    With one logical device per replica, ``partition_dimensions`` must have
+    one entry per dimension of ``tensor`` and all entries must be 1.
+    """
+    dims = list(partition_dimensions)
+    rank = tensor.shape.rank
+    if rank is not None and len(dims) != rank:
+      raise ValueError(
+          f"partition_dimensions {dims} has {len(dims)} entries but the "
+          f"tensor has rank {rank} (shape {tensor.shape}); give one entry "
+          "per dimension.")
+    product = 1
+    for d in dims:
+      product *= d
+    if product != 1:
+      raise ValueError(
+          f"The product of partition_dimensions {dims} is {product}, but "
+          f"{self!r} has 1 logical device per replica; use all ones, e.g. "
+          f"{[1] * len(dims)}.")
+    return tensor
+
+
+def _sum_along(value: Nest, axis: int) -> Nest:
+  return tf.reduce_sum(value, axis=axis)
+
+
+def _sum_and_count_along(value: Nest, axis: Axis
+                         ) -> tuple[tf.Tensor, tf.Tensor]:
+  """The sum along ``axis`` (an int or a tuple/list of them) and how many
+  elements it summed; a count known while tracing is a constant."""
+  if not isinstance(value, tf.RaggedTensor):
+    value = tf.convert_to_tensor(value)
+  axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+  dims = [value.shape[a] if isinstance(a, int) else None for a in axes]
+  if all(d is not None for d in dims):
+    count = tf.constant(math.prod(dims), tf.int64)
+  else:
+    # A ragged dimension has no single size: TensorFlow's ValueError.
+    shape = tf.shape(value, out_type=tf.int64)
+    count = tf.math.reduce_prod(tf.stack([shape[a] for a in axes]))
+  return tf.reduce_sum(value, axis=axis), count
+
+
+class Strategy(strategy_iterators.IteratorMethods, StrategyMethods,
+               tf.distribute.Strategy):
+  """Base class of the TF2 (``compat_distribute.v2``) strategies."""

@@ -1,0 +1,127 @@
+"""How replicas run: the one place that chooses, and the one-replica paths.
+
+``call_for_each_replica(extended, fn, args, kwargs)`` is what ``strategy.run``
+reaches (through the base ``Extended._call_for_each_replica``):
+
+* Several replicas: ``threads.call_for_each_replica`` -- replica 0 on the
+  calling thread, the others there too until a ``merge_call`` moves them
+  to long-lived worker threads (see ``threads``).
+* One replica, for a strategy that runs it as it runs several
+  (``extended._one_replica_like_many``; CentralStorage, as TensorFlow's):
+  a ``tf.function`` is traced anew for the replica by the threaded path;
+  any other ``fn`` runs on the calling thread in an ``OnlyReplicaContext``
+  whose ``merge_fn`` runs under the caller's device, with the caller's
+  summary state kept, and the result regrouped as several replicas' would
+  be (lists and tuples come back plain).
+* One replica otherwise (OneDevice): ``fn`` runs on the calling thread, on
+  the device, in one ``ReplicaContext`` kept for every call -- no thread
+  hand-off, nothing regrouped (the hot path).
+
+>>> import tensorflow as tf
+>>> from compat_distribute import v2 as distribute
+>>> one = distribute.OneDeviceStrategy("/cpu:0")
+>>> with one.scope():
+...   call_for_each_replica(one.extended, lambda: [tf.constant(1)], (), {})
+[<tf.Tensor: shape=(), dtype=int32, numpy=1>]
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import tensorflow as tf
+
+from compat_distribute import _tf_compat
+from compat_distribute import _tf_private
+from compat_distribute.replicas import caller_state
+from compat_distribute.replicas import threads
+from compat_distribute.replicas.context import ReplicaContext
+from compat_distribute.replicas.context import first_replica_variable_scope
+from compat_distribute.replicas.context import reentered_variable_scope
+from compat_distribute.runtime.types import DeviceName
+from compat_distribute.runtime.types import ExtendedLike
+from compat_distribute.runtime.types import Nest
+from compat_distribute.runtime.types import ReplicaFn
+from compat_distribute.runtime.types import StrategyLike
+from compat_distribute.values import distributed as values_lib
+
+_PolymorphicFunction = _tf_compat.PolymorphicFunction
+_device = _tf_private.device  # tf.device, cheaper while tracing
+
+
+def call_for_each_replica(extended: ExtendedLike, fn: ReplicaFn,
+                          args: tuple, kwargs: dict) -> Nest:
+  """Runs ``fn`` once per replica of ``extended`` (see the module
+  docstring); must be called inside the strategy's scope."""
+  if len(extended._compute_devices) > 1:  # pylint: disable=protected-access
+    return threads.call_for_each_replica(extended, fn, args, kwargs)
+  if not extended._one_replica_like_many:  # pylint: disable=protected-access
+    return run_one_replica(extended, _kept_context(extended), fn, args,
+                           kwargs)
+  if isinstance(fn, _PolymorphicFunction):
+    return threads.call_for_each_replica(extended, fn, args, kwargs)
+  return _run_only_replica(extended, fn, args, kwargs)
+
+
+def run_one_replica(extended: ExtendedLike, replica_context: ReplicaContext,
+                    fn: ReplicaFn, args: tuple, kwargs: dict) -> Nest:
+  """Runs the only replica's ``fn`` on the calling thread."""
+  with _device(extended._compute_devices[0]), replica_context:  # pylint: disable=protected-access
+    return fn(*values_lib.select_replica(0, args),
+              **values_lib.select_replica(0, kwargs))
+
+
+def _kept_context(extended: ExtendedLike) -> ReplicaContext:
+  """The one replica's context: stateless between uses, so one instance
+  (kept on ``extended``) serves every call."""
+  context = extended._single_replica_context  # pylint: disable=protected-access
+  if context is None:
+    context = extended._single_replica_context = ReplicaContext(  # pylint: disable=protected-access
+        extended._container_strategy(), 0)  # pylint: disable=protected-access
+  return context
+
+
+def _run_only_replica(extended: ExtendedLike, fn: ReplicaFn, args: tuple,
+                      kwargs: dict) -> Nest:
+  replica_context = OnlyReplicaContext(extended._container_strategy(),  # pylint: disable=protected-access
+                                       _tf_private.current_device())
+
+  def run_replica() -> Nest:
+    if tf.executing_eagerly():
+      return run_one_replica(extended, replica_context, fn, args, kwargs)
+    with first_replica_variable_scope():
+      return run_one_replica(extended, replica_context, fn, args, kwargs)
+
+  result = caller_state.keeping_summary_state(run_replica)
+  if replica_context.merge_error is not None:  # caught by the replica fn
+    raise replica_context.merge_error
+  return values_lib.regroup([result])
+
+
+class OnlyReplicaContext(ReplicaContext):
+  """The replica context of the one replica of a strategy that runs it as
+  it runs several (CentralStorage).
+
+  ``merge_fn`` runs under the caller's device scope rather than the
+  replica's, and an exception it raises fails the whole ``run`` even if the
+  replica function catches it: as with several replicas, and as in
+  TensorFlow, whose ``merge_fn`` runs on the calling thread.
+  """
+
+  def __init__(self, strategy: StrategyLike,
+               caller_device: DeviceName) -> None:
+    super().__init__(strategy, 0)
+    self._caller_device = caller_device
+    self.merge_error: Optional[BaseException] = None
+
+  def _merge_call(self, merge_fn: Callable[..., Nest], args: tuple,
+                  kwargs: dict) -> Nest:
+    try:
+      with _device(None), _device(
+          self._caller_device or None), reentered_variable_scope():
+        result = super()._merge_call(merge_fn, values_lib.regroup([args]),
+                                     values_lib.regroup([kwargs]))
+      return values_lib.select_replica(0, result)
+    except BaseException as e:
+      if self.merge_error is None:
+        self.merge_error = e
+      raise

@@ -1,0 +1,402 @@
+"""Running ``fn`` once per replica, and ``merge_call`` across replicas.
+
+``call_for_each_replica`` is what ``strategy.run`` uses with more than one
+replica.  Replica ``i`` runs ``fn`` under ``tf.device(worker_devices[i])``
+in its own ``ReplicaContext``; the results are regrouped into per-replica
+values (a value that is the same object on every replica, such as a
+variable, comes back unwrapped).
+
+How a run proceeds, and why it is cheap:
+
+* Replica 0 always runs on the calling thread.  If it returns without
+  calling ``merge_call``, replicas 1..N-1 also run on the calling thread,
+  one after the other: no thread hand-off at all.
+* The first time replica 0 calls ``merge_call``, replicas 1..N-1 move to
+  long-lived worker threads (taken from a pool, reused by later runs).
+  Each runs up to its own ``merge_call`` and pauses; ``merge_fn`` then runs
+  once, on the calling thread, in cross-replica context, with every
+  replica's arguments grouped into ``PerReplica`` values; each replica
+  resumes with its own part of the result.
+* The order of execution is TensorFlow's: replica 0 up to the merge point,
+  replica 1 up to it, ..., ``merge_fn``, and again after it.
+
+Worker threads carry the caller's default graph (and ``tf.init_scope``'s
+outer graph), strategy stack, variable creators, name scope and variable
+scope, so this works eagerly and while tracing a ``tf.function``.  An
+exception raised by any replica or by ``merge_fn`` reaches the caller
+unchanged; paused replicas are unwound first, so no thread is left waiting.
+So does an interrupt (``KeyboardInterrupt``) that reaches the calling
+thread while a replica runs on a worker: the run waits for that replica to
+pause or end, then unwinds the others (``workers.Lease``).
+
+>>> import tensorflow as tf
+>>> from compat_distribute import v2 as distribute
+>>> strategy = distribute.experimental.CentralStorageStrategy(
+...     ["/cpu:0", "/cpu:1"])
+>>> def step():
+...   ctx = tf.distribute.get_replica_context()
+...   x = tf.cast(ctx.replica_id_in_sync_group, tf.float32) + 1.0
+...   return ctx.merge_call(lambda s, v: s.reduce("SUM", v, axis=None),
+...                         args=(x,))
+>>> strategy.run(step)
+<tf.Tensor: shape=(), dtype=float32, numpy=3.0>
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+import weakref
+from typing import Any, ContextManager, Optional
+
+import tensorflow as tf
+
+from compat_distribute import _tf_compat
+from compat_distribute import _tf_private
+from compat_distribute.replicas import caller_state
+from compat_distribute.runtime import context
+from compat_distribute.replicas import errors as replica_errors
+from compat_distribute.variables import shared as replica_variables
+from compat_distribute.replicas import workers as workers_lib
+from compat_distribute.values import distributed as values_lib
+from compat_distribute.replicas.context import ReplicaContext
+from compat_distribute.replicas.context import first_replica_variable_scope
+from compat_distribute.replicas.context import reentered_variable_scope
+from compat_distribute.runtime.types import ExtendedLike
+from compat_distribute.runtime.types import MergeFn
+from compat_distribute.runtime.types import Nest
+from compat_distribute.runtime.types import ReplicaFn
+from compat_distribute.runtime.types import StrategyLike
+
+_get_default_graph = tf.compat.v1.get_default_graph
+_PolymorphicFunction = _tf_compat.PolymorphicFunction
+_device = _tf_private.device  # tf.device, cheaper while tracing
+
+
+def call_for_each_replica(extended: ExtendedLike, fn: ReplicaFn, args: tuple,
+                          kwargs: dict) -> Nest:
+  """Runs ``fn`` once per replica of ``extended``; returns the regrouped
+  results.  Must be called inside the strategy's scope."""
+  if isinstance(fn, _PolymorphicFunction):
+    # Trace all replicas into one tf.function, as TensorFlow does: a
+    # merge_call inside a per-replica function call could not synchronise.
+    return _replicated_function(extended, fn)(*args, **kwargs)
+  return values_lib.regroup(_run_to_end(_Run(extended, fn, args, kwargs)))
+
+
+def _run_to_end(run: "_Run") -> list[Nest]:
+  """``run.execute()``, then ``run.release(...)`` on every exit path."""
+  returned = False
+  try:
+    results = run.execute()
+    returned = True
+    return results
+  except RuntimeError as e:
+    run.lease.closed = True
+    interrupt = replica_errors.interrupt_behind(e)
+    if interrupt is None:
+      raise
+    raise interrupt  # pylint: disable=raise-missing-from
+  finally:
+    # First, and no call before it: an interrupt cannot come between the
+    # run's end and the mark that lets a later run reclaim its workers.
+    run.lease.closed = True
+    run.release(restore=not returned)
+
+
+class MultiReplicaContext(ReplicaContext):
+  """The replica context of one replica in a run with several."""
+
+  def __init__(self, strategy: StrategyLike, replica_id: int, run: "_Run") -> None:
+    super().__init__(strategy, replica_id)
+    self._run = run
+
+  @property
+  def shared_variables(self) -> replica_variables.SharedVariables:
+    """The variables this run's replicas share (``variables.shared``)."""
+    return self._run.variables
+
+  def _merge_call(self, merge_fn: MergeFn, args: tuple,
+                  kwargs: dict) -> Nest:
+    self._require_running("merge_call")
+    return self._run.merge_call(self._replica_id_in_sync_group, merge_fn,
+                                args, kwargs)
+
+
+# -- one run ------------------------------------------------------------------
+
+class _Run:
+  """The state of one ``call_for_each_replica``."""
+
+  def __init__(self, extended: ExtendedLike, fn: ReplicaFn, args: tuple,
+               kwargs: dict) -> None:
+    self.strategy = extended._container_strategy()  # pylint: disable=protected-access
+    self.devices = tuple(extended.worker_devices)
+    self.n = len(self.devices)
+    self.fn, self.args, self.kwargs = fn, args, kwargs
+    self.graph = _get_default_graph()
+    self.eager = tf.executing_eagerly()
+    if not self.eager:
+      # TF2 graphs already keep device, colocation and control-dependency
+      # stacks per thread; a TF1-behaviour graph must, before replicas on
+      # several threads push onto them (TensorFlow does the same).
+      self.graph.switch_to_thread_local()
+    self.caller_device = _tf_private.current_device()
+    self.caller = caller_state.CallerState(self.graph, self.eager)
+    self.contexts = [MultiReplicaContext(self.strategy, i, self)
+                     for i in range(self.n)]
+    self.results: list[Nest] = [None] * self.n
+    self.error: Optional[BaseException] = None
+    # Closed when the run ends: a replica that reaches merge_call after
+    # that unwinds (raises replica_errors.Aborted) instead of pausing.
+    self.lease = workers_lib.Lease()
+    self.workers: Optional[list[Nest]] = None  # replica i on workers[i]
+    self.started = [False] * self.n
+    self.finished = [False] * self.n
+    self.requests: list[Nest] = [None] * self.n
+    self.control_deps: list[Nest] = [()] * self.n
+    self.merge_results: list[Nest] = [None] * self.n
+    self.variables = replica_variables.SharedVariables(self.contexts)
+
+  def fail(self, error: BaseException) -> BaseException:
+    """Records the run's first error; returns ``error``."""
+    if self.error is None:
+      self.error = error
+    return error
+
+  def raise_error(self) -> None:
+    raise self.error  # pylint: disable=raising-bad-type
+
+  # -- the calling thread -----------------------------------------------------
+
+  def execute(self) -> list[Nest]:
+    return caller_state.keeping_summary_state(self._execute)
+
+  def _execute(self) -> list[Nest]:
+    try:
+      self.results[0] = self.run_here(0)
+    except BaseException:  # pylint: disable=broad-except
+      if self.error is not None and sys.exc_info()[1] is not self.error:
+        self.raise_error()
+      raise
+    if self.error is not None:  # user code swallowed it
+      self.raise_error()
+    if self.workers is None:
+      for i in range(1, self.n):
+        self.results[i] = self.run_here(i)
+        if self.error is not None:
+          self.raise_error()
+    else:
+      for i in range(1, self.n):
+        self.advance(i)
+        if self.error is not None:
+          self.raise_error()
+        if not self.finished[i]:
+          raise self.fail(replica_errors.mismatch())
+    return self.results
+
+  def run_here(self, i: int) -> Nest:
+    """Runs replica ``i`` on the calling thread."""
+    args = values_lib.select_replica(i, self.args)
+    kwargs = values_lib.select_replica(i, self.kwargs)
+    with _device(self.devices[i]), self.contexts[i]:
+      if self.eager:
+        return self.call_fn(i, args, kwargs)
+      if i == 0:
+        with first_replica_variable_scope():
+          return self.call_fn(i, args, kwargs)
+      with tf.name_scope(_replica_scope(self.graph.get_name_scope(), i)), \
+          tf.compat.v1.variable_scope(tf.compat.v1.get_variable_scope(),
+                                      reuse=True):
+        return self.call_fn(i, args, kwargs)
+
+  def call_fn(self, i: int, args: tuple, kwargs: dict) -> Nest:
+    """Calls ``fn`` for replica ``i`` under the variable-sharing creator,
+    innermost (above any creator entered around ``run`` or inside the
+    strategy's scope), as TensorFlow does: so replica ``i`` > 0 gets replica
+    0's variable without the creators beneath being called again."""
+    graph = _get_default_graph()
+    token = _tf_private.push_variable_creator(
+        graph, self.variables.creators[i])
+    try:
+      return self.fn(*args, **kwargs)
+    finally:
+      _tf_private.pop_variable_creator(graph, token)
+
+  def advance(self, i: int) -> None:
+    """Lets replica ``i`` (on its worker) run to its next pause or end."""
+    worker = self.workers[i]
+    if self.started[i]:
+      worker.resume()
+    else:
+      self.started[i] = True
+      worker.start_job(lambda: self.run_on_worker(i))
+
+  def release(self, restore: bool) -> None:
+    """Ends the run on every exit path: waits for a replica still running on
+    a worker (the calling thread's wait for it may have been interrupted),
+    unwinds replicas paused on workers, returns the workers to the pool;
+    with ``restore`` (the run raised), puts back the calling thread's
+    strategy stack, variable creators and eager device scope (an interrupt
+    may have cut an exit short); then detaches the replica contexts from
+    this run.
+
+    A replica context can outlive the run: while tracing, the gradient
+    function of an ``all_reduce`` (``tf.custom_gradient``) keeps it in
+    TensorFlow's process-wide gradient registry.  Detached, it no longer
+    keeps the run's function, arguments, results and graphs (e.g. a Keras
+    model) alive.
+    """
+    try:
+      self.lease.close()
+      self.workers = None
+    finally:
+      try:
+        if restore:
+          self.caller.restore_stacks()
+      except BaseException:
+        self.caller.restore_stacks()  # an interrupt cut the first short
+        raise
+      finally:
+        for ctx in self.contexts:
+          ctx._run = None  # pylint: disable=protected-access
+
+  # -- merge_call -------------------------------------------------------------
+
+  def merge_call(self, i: int, merge_fn: MergeFn, args: tuple,
+                 kwargs: dict) -> Nest:
+    if (not tf.executing_eagerly() if self.eager else
+        _get_default_graph() is not self.graph):
+      # Eager workers each have their own default graph, so eagerly the
+      # test is that no tf.function is being traced.
+      raise self.fail(RuntimeError(
+          "merge_call was called inside a nested tf.function or a "
+          "control-flow branch of the replica function; all replicas must "
+          "reach merge_call in the graph `strategy.run` was called in. Move "
+          "the synchronising call (e.g. optimizer.apply_gradients or "
+          "all_reduce) out of the nested tf.function / tf.cond / "
+          "tf.while_loop, or wrap the whole `strategy.run` in one "
+          "tf.function."))
+    if i == 0:
+      return self.leader_merge(merge_fn, args, kwargs)
+    if self.workers is None:
+      # Replica 0 finished without merge_call; replica i made one.
+      raise self.fail(replica_errors.mismatch())
+    return self.worker_merge(i, args, kwargs)
+
+  def leader_merge(self, merge_fn: MergeFn, args: tuple,
+                   kwargs: dict) -> Nest:
+    """Replica 0's merge_call: gathers the others, runs ``merge_fn``."""
+    if self.error is not None:
+      self.raise_error()
+    self.requests[0] = (args, kwargs)
+    if self.workers is None:
+      self.workers = [None] + self.lease.take(self.n - 1)
+    for i in range(1, self.n):
+      self.advance(i)
+      if self.error is not None:
+        self.raise_error()
+      if self.finished[i]:
+        raise self.fail(replica_errors.mismatch())
+    merged_args = values_lib.regroup([r[0] for r in self.requests])
+    merged_kwargs = values_lib.regroup([r[1] for r in self.requests])
+    self.requests = [None] * self.n
+    try:
+      with context.CrossReplicaFromReplica(self.strategy), \
+          _device(None), _maybe_device(self.caller_device), \
+          _control_dependencies(self.control_deps), \
+          _tf_private.stop_recording(), reentered_variable_scope():
+        result = merge_fn(self.strategy, *merged_args, **merged_kwargs)
+    except BaseException as e:
+      self.fail(e)
+      raise
+    for i in range(1, self.n):
+      self.merge_results[i] = values_lib.select_replica_result(i, result)
+    return values_lib.select_replica_result(0, result)
+
+  def worker_merge(self, i: int, args: tuple, kwargs: dict) -> Nest:
+    """Replica ``i``'s merge_call, on its worker: pause until merged."""
+    if self.lease.closed:
+      raise replica_errors.Aborted()
+    self.requests[i] = (args, kwargs)
+    if not self.eager:
+      self.control_deps[i] = tuple(
+          _tf_private.current_control_dependencies(self.graph))
+    self.workers[i].pause()
+    if self.lease.closed:
+      raise replica_errors.Aborted()
+    self.control_deps[i] = ()
+    result, self.merge_results[i] = self.merge_results[i], None
+    return result
+
+  # -- a worker thread --------------------------------------------------------
+
+  def run_on_worker(self, i: int) -> None:
+    """Replica ``i``'s whole job on its worker thread; never raises."""
+    caller = self.caller
+    try:
+      if self.lease.closed:
+        return  # asked to start after the run ended (its leader interrupted)
+      with caller_state.BorrowedState(caller):
+        args = values_lib.select_replica(i, self.args)
+        kwargs = values_lib.select_replica(i, self.kwargs)
+        with _device(self.devices[i]), self.contexts[i]:
+          if self.eager:
+            self.results[i] = self.call_fn(i, args, kwargs)
+          else:
+            with tf.name_scope(_replica_scope(caller.name_scope, i)), \
+                tf.compat.v1.variable_scope(caller.var_scope, reuse=True):
+              self.results[i] = self.call_fn(i, args, kwargs)
+    except replica_errors.Aborted:
+      pass
+    except BaseException as e:  # pylint: disable=broad-except
+      self.fail(e)
+    finally:
+      self.finished[i] = True
+
+
+def _replica_scope(outer: str, i: int) -> str:
+  return f"{outer}/replica_{i}/" if outer else f"replica_{i}/"
+
+
+_NULL = contextlib.nullcontext()
+
+
+def _maybe_device(device: str) -> ContextManager[None]:
+  return _device(device) if device else _NULL
+
+
+def _control_dependencies(per_replica: list[Nest]) -> ContextManager[None]:
+  ops = [op for deps in per_replica for op in deps]
+  return tf.control_dependencies(ops) if ops else _NULL
+
+
+# -- strategy.run(tf.function) ------------------------------------------------
+
+# Each tf.function keeps its replicated versions itself, one per strategy
+# (weakly keyed): a process-wide table keyed by the tf.function would keep
+# alive every function whose Python body refers back to it (a method that
+# stores ``self.step = tf.function(self._step)``), as TensorFlow's own
+# cache does.
+_REPLICATED_ATTRIBUTE = "_compat_distribute_replicated"
+
+
+def _replicated_function(extended: ExtendedLike, fn: Any) -> Nest:
+  """``fn`` (a ``tf.function``) turned into one ``tf.function`` that runs
+  its Python function on every replica; cached per (strategy, fn)."""
+  per_extended = getattr(fn, _REPLICATED_ATTRIBUTE, None)
+  if per_extended is None:
+    per_extended = weakref.WeakKeyDictionary()
+    setattr(fn, _REPLICATED_ATTRIBUTE, per_extended)
+  wrapped = per_extended.get(extended)
+  if wrapped is None:
+    extended_ref = weakref.ref(extended)
+    python_function = fn.python_function
+
+    def replicated(*args, **kwargs):
+      body = _tf_compat.convert_as_caller(python_function)
+      return values_lib.regroup(
+          _run_to_end(_Run(extended_ref(), body, args, kwargs)))
+
+    wrapped = _tf_private.clone_function(fn, replicated)
+    per_extended[extended] = wrapped
+  return wrapped
