@@ -17,18 +17,12 @@ median time per step for both.
   loopback cluster of W workers and P parameter servers, each a
   ``tf.distribute.Server`` process (see ``compat_distribute.demo.cluster``).
 
-The formatting helpers are plain functions:
+Each run says first what it trains under:
 
->>> print(format_table(Result("ours", [0.5, 0.25], [1.0, 1.0], 0.9),
-...                    Result("native", [0.5, 0.25], [2.0, 2.0], 0.9)),
-...       end="")  # doctest: +ELLIPSIS
-epoch  loss ours   loss native  |diff|    ms/step ours  ms/step native  ours/native
-1      0.500000    0.500000     0.0e+00   1.000         2.000           0.50
-2      0.250000    0.250000     0.0e+00   1.000         2.000           0.50
-final accuracy: ours 0.9000, native 0.9000
-ms/step in this table is the median duration of one training step, from
-...
-ours/native below 1 means ours is faster.
+>>> describe("central_storage", "v1", 2)
+'tf.compat.v1.distribute.experimental.CentralStorageStrategy, 2 replicas on 2 logical CPUs'
+
+The table and the result of a run are in ``compat_distribute.demo.common``.
 """
 from __future__ import annotations
 
