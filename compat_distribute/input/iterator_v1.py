@@ -54,11 +54,12 @@ class InputIterator(tf.distribute.DistributedIterator):
                strategy: Optional[StrategyLike] = None,
                unsplit: Optional[tf.data.Dataset] = None) -> None:
     self._layout = layout
-    self._unsplit = unsplit
     # Reading a step under another strategy's scope is refused.
     self._strategy = strategy
     # A TF1 graph (not eager, not a tf.function being traced).
     self._graph = fetch.building_tf1_graph()
+    # Only a TF1 graph splits in the graph; elsewhere ``source`` is read.
+    self._unsplit = unsplit if self._graph else None
     if isinstance(source, tf.data.Dataset):
       self._dataset = source
       self._fn: Optional[Callable[[], Nest]] = None
@@ -132,24 +133,22 @@ class InputIterator(tf.distribute.DistributedIterator):
     if (self._reader is not None and
         tf.config.experimental.get_synchronous_execution()):
       return self._reader.next_step()
-    if self._unsplit is not None and self._graph:
-      return fetch.next_step(self._layout, self._read_and_split)
+    if self._unsplit is not None:
+      return fetch.next_step(self._layout,
+                             lambda: self._split(self._host.get_next()))
     return fetch.next_step(self._layout, self._host.get_next)
 
-  def _read_and_split(self) -> Any:
-    return rebatch.split_element(self._host.get_next(),
-                                 self._layout.num_replicas)
+  def _split(self, global_batch: Nest) -> Nest:
+    """One global batch of ``unsplit`` as the split pipeline's element."""
+    return rebatch.split_element(global_batch, self._layout.num_replicas)
 
   def _read_and_split_optional(self) -> tf.experimental.Optional:
     opt = self._host.get_next_as_optional()
     return tf.cond(
         opt.has_value(),
         lambda: tf.experimental.Optional.from_value(
-            self._read_and_split_value(opt)),
+            self._split(opt.get_value())),
         lambda: tf.experimental.Optional.empty(self._host_spec))
-
-  def _read_and_split_value(self, opt: Any) -> Any:
-    return rebatch.split_element(opt.get_value(), self._layout.num_replicas)
 
   def get_next_as_optional(self) -> tf.experimental.Optional:
     """The next step's input as an Optional (empty at the end).
@@ -160,8 +159,7 @@ class InputIterator(tf.distribute.DistributedIterator):
       iterator_lib.check_cross_replica("InputIterator.get_next_as_optional")
     if self._fn is not None:
       return tf.experimental.Optional.from_value(self.get_next())
-    read = (self._read_and_split_optional
-            if self._unsplit is not None and self._graph
+    read = (self._read_and_split_optional if self._unsplit is not None
             else self._host.get_next_as_optional)
     return fetch.next_optional(self._layout, read, self._host_spec)
 
