@@ -45,7 +45,15 @@ Private names used (each present on every supported TensorFlow, 2.12 to
   enclosing scope's exit then fails ("Exiting device scope without proper
   scope nesting").  A run that ends by an interrupt puts back the state it
   started with (``eager_device_state``), so the caller's thread is usable
-  again.  Both exist in this form since TensorFlow 2.0.
+  again.  Both exist in this form since TensorFlow 2.0.  An eager ``run``
+  enters each replica's device through them too (``enter_eager_device``:
+  the state ``tf.device`` would set, cached per outer and inner name as
+  TensorFlow caches it, and the same nesting check on exit), which costs a
+  third of the scope object's enter and exit.
+* ``tensorflow.python.framework.ops.EagerTensor`` -- the class of eager
+  tensors, which ``values.distributed.regroup`` tests by identity for the
+  eager ``run``'s common result (``isinstance`` against ``tf.Tensor`` and
+  ``collections.abc.Mapping`` costs more than the regrouping).
 * ``tensorflow.python.framework.ops.colocate_with`` -- the same scope as
   ``tf.compat.v1.colocate_with`` without its deprecation warning (TensorFlow
   keeps this alias for its own code).  TensorFlow's strategies create a
@@ -138,6 +146,7 @@ from tensorflow.python.ops import summary_ops_v2 as _summary_ops_v2
 
 
 _get_default_graph = tf.compat.v1.get_default_graph  # bound once: hot path
+EagerTensor = _ops.EagerTensor
 
 
 def _do_not_autograph_convert(package: str) -> None:
@@ -223,7 +232,6 @@ def list_logical_devices(device_type: Optional[str] = None) -> list[Any]:
 
 _executing_eagerly = tf.executing_eagerly
 _eagerly_outside_functions = tf.compat.v1.executing_eagerly_outside_functions
-_eager_device = _eager_context.device
 
 
 def eager_device_state() -> tuple[Any, Any]:
@@ -244,6 +252,47 @@ def set_eager_device_state(state: tuple[Any, Any]) -> None:
   _eager_context.context()._set_device(*state)  # pylint: disable=protected-access
 
 
+# (outer device name, device name) -> the eager device state tf.device(name)
+# enters under the outer one (TensorFlow keeps the same cache for its scope).
+_ENTERED_EAGER_DEVICES: dict[tuple[Any, str], tuple[Any, Any]] = {}
+
+
+def enter_eager_device(name: str) -> tuple[Any, Any, Any]:
+  """Enters ``tf.device(name)`` on the calling thread, executing eagerly,
+  without a scope object; returns the token ``exit_eager_device`` takes.
+
+  >>> token = enter_eager_device("/cpu:0")
+  >>> print(tf.constant(1.0).device)
+  /job:localhost/replica:0/task:0/device:CPU:0
+  >>> exit_eager_device(token)
+  """
+  ctx = _eager_context.context()
+  outer = (ctx.device_name, ctx.device_spec)
+  entered = _ENTERED_EAGER_DEVICES.get((outer[0], name))
+  if entered is None:
+    with _eager_context.device(name):
+      entered = (ctx.device_name, ctx.device_spec)
+    _ENTERED_EAGER_DEVICES[(outer[0], name)] = entered
+  ctx._set_device(*entered)  # pylint: disable=protected-access
+  return ctx, outer, entered[1]
+
+
+def exit_eager_device(token: tuple[Any, Any, Any]) -> None:
+  """Leaves the device ``enter_eager_device`` entered.
+
+  Raises:
+    RuntimeError: a device scope entered after it is still open (then, as
+      with ``tf.device``, the device is left as it is).
+  """
+  ctx, outer, entered_spec = token
+  if ctx.device_spec is not entered_spec:
+    raise RuntimeError(
+        "Exiting a replica's device scope without proper nesting: a "
+        "tf.device scope entered inside it is still open. Exit `with` "
+        "blocks in the reverse order they were entered.")
+  ctx._set_device(*outer)  # pylint: disable=protected-access
+
+
 def device(name: Optional[str]) -> Any:
   """``tf.device(name)`` for a device name (or None), entered the same way:
   the eager context's device scope when executing eagerly; while tracing a
@@ -259,10 +308,11 @@ def device(name: Optional[str]) -> Any:
   /device:CPU:0
   """
   if _executing_eagerly():
-    return _eager_device(name)
+    return _eager_context.device(name)
   graph = _get_default_graph()
   if _eagerly_outside_functions():
-    return _GraphAndEagerDevice(graph.device(name), _eager_device(name))
+    return _GraphAndEagerDevice(graph.device(name),
+                                _eager_context.device(name))
   return graph.device(name)
 
 
@@ -294,6 +344,13 @@ class _GraphAndEagerDevice:
 def variable_creator_stack(graph: tf.Graph) -> Any:
   """The calling thread's variable-creator stack of ``graph`` (a copy)."""
   return list(graph._variable_creator_stack)  # pylint: disable=protected-access
+
+
+def variable_creators(graph: tf.Graph) -> Any:
+  """The calling thread's variable-creator stack of ``graph``, itself (to
+  read only: entering a creator scope replaces the list, never changes it).
+  """
+  return graph._variable_creator_stack  # pylint: disable=protected-access
 
 
 def set_variable_creator_stack(graph: tf.Graph, stack: Any) -> None:

@@ -69,8 +69,9 @@ class CallerState:
     self.eager = eager
     self.summary = summary_snapshot()
     self.eager_device = _tf_private.eager_device_state()
-    self.strategy_stack = list(_tf_private.strategy_stack())
-    self.creators = _tf_private.variable_creator_stack(graph)
+    self.strategy_stack = list(_tf_private.strategy_stack_of(graph))
+    # Kept, not copied: entering a creator scope replaces the list.
+    self.creators = _tf_private.variable_creators(graph)
     if eager:
       self.init_graph, self.init_eager = graph, True
       self.init_strategy_stack, self.init_creators = None, None

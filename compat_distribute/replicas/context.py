@@ -38,17 +38,22 @@ class ReplicaContext(tf.distribute.ReplicaContext,
   whose ``_merge_call`` synchronises the replica threads.
   """
 
-  def __init__(self, strategy: StrategyLike, replica_id_in_sync_group: int) -> None:  # pylint: disable=super-init-not-called
+  def __init__(self, strategy: StrategyLike, replica_id_in_sync_group: int,
+               num_replicas: Optional[int] = None) -> None:  # pylint: disable=super-init-not-called
+    """``num_replicas`` is the strategy's ``num_replicas_in_sync``, for a
+    caller that knows it (asked of the strategy otherwise)."""
     # TensorFlow's __init__ registers TF's own thread mode; ours is below.
     self._strategy = strategy
     self._replica_id_in_sync_group = replica_id_in_sync_group
     self._local_replica_id = replica_id_in_sync_group
     self._summary_recording_distribution_strategy = None
-    self._thread_context = context.replica_mode(self)
+    self._thread_context = context.ThreadMode(strategy, None, self)
+    if num_replicas is None:
+      num_replicas = strategy.num_replicas_in_sync
     # Only replica 0 writes summaries.  With one replica that is every
     # replica, so the summary state is left alone (the run hot path).
     self._records_summaries = (
-        None if strategy.num_replicas_in_sync == 1 else
+        None if num_replicas == 1 else
         _is_replica_zero(replica_id_in_sync_group))
     self._saved_summary_flags: list[Nest] = []
 
@@ -57,7 +62,7 @@ class ReplicaContext(tf.distribute.ReplicaContext,
             f"replica_id_in_sync_group={self._replica_id_in_sync_group})")
 
   def __enter__(self) -> "ReplicaContext":
-    context.push(self._thread_context)
+    _tf_private.strategy_stack().append(self._thread_context)
     if self._records_summaries is not None:
       state = _tf_private.summary_state()
       self._saved_summary_flags.append(state.is_recording_distribution_strategy)

@@ -61,6 +61,7 @@ from compat_distribute.values import distributed as values_lib
 from compat_distribute.replicas.context import ReplicaContext
 from compat_distribute.replicas.context import first_replica_variable_scope
 from compat_distribute.replicas.context import reentered_variable_scope
+from compat_distribute.runtime.types import Creator
 from compat_distribute.runtime.types import ExtendedLike
 from compat_distribute.runtime.types import MergeFn
 from compat_distribute.runtime.types import Nest
@@ -91,7 +92,8 @@ def _run_to_end(run: "_Run") -> list[Nest]:
     returned = True
     return results
   except RuntimeError as e:
-    run.lease.closed = True
+    if run.lease is not None:
+      run.lease.closed = True
     interrupt = replica_errors.interrupt_behind(e)
     if interrupt is None:
       raise
@@ -99,7 +101,8 @@ def _run_to_end(run: "_Run") -> list[Nest]:
   finally:
     # First, and no call before it: an interrupt cannot come between the
     # run's end and the mark that lets a later run reclaim its workers.
-    run.lease.closed = True
+    if run.lease is not None:
+      run.lease.closed = True
     run.release(restore=not returned)
 
 
@@ -107,13 +110,18 @@ class MultiReplicaContext(ReplicaContext):
   """The replica context of one replica in a run with several."""
 
   def __init__(self, strategy: StrategyLike, replica_id: int, run: "_Run") -> None:
-    super().__init__(strategy, replica_id)
+    super().__init__(strategy, replica_id, run.n)
     self._run = run
 
   @property
   def shared_variables(self) -> replica_variables.SharedVariables:
     """The variables this run's replicas share (``variables.shared``)."""
     return self._run.variables
+
+  def share_variable(self, next_creator: Creator, **kwargs) -> tf.Variable:
+    """The variable creator around this replica's function (see
+    ``_Run.call_fn``)."""
+    return self._run.variables.create(self, next_creator, kwargs)
 
   def _merge_call(self, merge_fn: MergeFn, args: tuple,
                   kwargs: dict) -> Nest:
@@ -125,37 +133,75 @@ class MultiReplicaContext(ReplicaContext):
 # -- one run ------------------------------------------------------------------
 
 class _Run:
-  """The state of one ``call_for_each_replica``."""
+  """The state of one ``call_for_each_replica``.
+
+  A run whose replicas never call ``merge_call`` (an eager ``run`` of a
+  plain function: the hot path) needs only the replicas' contexts and
+  results; the workers, their lease and the merge bookkeeping are made by
+  the first ``merge_call`` (``start_merging``), and the variables the
+  replicas share by the first variable created in a replica.
+  """
 
   def __init__(self, extended: ExtendedLike, fn: ReplicaFn, args: tuple,
                kwargs: dict) -> None:
-    self.strategy = extended._container_strategy()  # pylint: disable=protected-access
-    self.devices = tuple(extended.worker_devices)
-    self.n = len(self.devices)
+    self.strategy = strategy = extended._container_strategy()  # pylint: disable=protected-access
+    self.devices = devices = extended._compute_devices  # pylint: disable=protected-access
+    self.n = n = len(devices)
     self.fn, self.args, self.kwargs = fn, args, kwargs
+    self.strategy_creator = extended._variable_creator  # pylint: disable=protected-access
     self.graph = _get_default_graph()
-    self.eager = tf.executing_eagerly()
-    if not self.eager:
+    self.eager = eager = tf.executing_eagerly()
+    if not eager:
       # TF2 graphs already keep device, colocation and control-dependency
       # stacks per thread; a TF1-behaviour graph must, before replicas on
       # several threads push onto them (TensorFlow does the same).
       self.graph.switch_to_thread_local()
-    self.caller_device = _tf_private.current_device()
-    self.caller = caller_state.CallerState(self.graph, self.eager)
-    self.contexts = [MultiReplicaContext(self.strategy, i, self)
-                     for i in range(self.n)]
-    self.results: list[Nest] = [None] * self.n
+    self.caller = caller = caller_state.CallerState(self.graph, eager)
+    self.caller_device = (caller.eager_device[0] or "" if eager else
+                          _tf_private.current_device())
+    self.idle_contexts = extended._idle_replica_contexts  # pylint: disable=protected-access
+    self.contexts = self._reused_contexts() if eager else None
+    if self.contexts is None:
+      self.contexts = [MultiReplicaContext(strategy, i, self)
+                       for i in range(n)]
+    self.results: list[Nest] = [None] * n
     self.error: Optional[BaseException] = None
     # Closed when the run ends: a replica that reaches merge_call after
     # that unwinds (raises replica_errors.Aborted) instead of pausing.
-    self.lease = workers_lib.Lease()
+    self.lease: Optional[workers_lib.Lease] = None
     self.workers: Optional[list[Nest]] = None  # replica i on workers[i]
-    self.started = [False] * self.n
-    self.finished = [False] * self.n
-    self.requests: list[Nest] = [None] * self.n
-    self.control_deps: list[Nest] = [()] * self.n
-    self.merge_results: list[Nest] = [None] * self.n
-    self.variables = replica_variables.SharedVariables(self.contexts)
+    self.shared: Optional[replica_variables.SharedVariables] = None
+
+  def _reused_contexts(self) -> Optional[list[MultiReplicaContext]]:
+    """The replica contexts an earlier eager run of the strategy left
+    (``release``), now this run's; None if there are none.  (A traced run
+    keeps its own: TensorFlow's gradient registry may hold them.)"""
+    try:
+      contexts = self.idle_contexts.pop()  # atomic: runs on other threads
+    except IndexError:
+      return None
+    for ctx in contexts:
+      ctx._run = self  # pylint: disable=protected-access
+    return contexts
+
+  @property
+  def variables(self) -> replica_variables.SharedVariables:
+    """The variables this run's replicas share (made on first use)."""
+    if self.shared is None:
+      self.shared = replica_variables.SharedVariables(self.n)
+    return self.shared
+
+  def start_merging(self) -> None:
+    """(replica 0's first ``merge_call``) Lends replicas 1..N-1 a worker
+    thread each, and sets up what their pauses report."""
+    n = self.n
+    self.started = [False] * n
+    self.finished = [False] * n
+    self.requests: list[Nest] = [None] * n
+    self.control_deps: list[Nest] = [()] * n
+    self.merge_results: list[Nest] = [None] * n
+    self.lease = lease = workers_lib.Lease()
+    self.workers = [None] + lease.take(n - 1)
 
   def fail(self, error: BaseException) -> BaseException:
     """Records the run's first error; returns ``error``."""
@@ -169,7 +215,12 @@ class _Run:
   # -- the calling thread -----------------------------------------------------
 
   def execute(self) -> list[Nest]:
-    return caller_state.keeping_summary_state(self._execute)
+    """Runs every replica; puts back the calling thread's summary state
+    (replica 0 runs here, and TensorFlow's replicas never touch it)."""
+    try:
+      return self._execute()
+    finally:
+      caller_state.restore_summary(self.caller.summary)
 
   def _execute(self) -> list[Nest]:
     try:
@@ -198,9 +249,14 @@ class _Run:
     """Runs replica ``i`` on the calling thread."""
     args = values_lib.select_replica(i, self.args)
     kwargs = values_lib.select_replica(i, self.kwargs)
+    if self.eager:
+      device = _tf_private.enter_eager_device(self.devices[i])
+      try:
+        with self.contexts[i]:
+          return self.call_fn(i, args, kwargs, self.graph)
+      finally:
+        _tf_private.exit_eager_device(device)
     with _device(self.devices[i]), self.contexts[i]:
-      if self.eager:
-        return self.call_fn(i, args, kwargs)
       if i == 0:
         with first_replica_variable_scope():
           return self.call_fn(i, args, kwargs)
@@ -209,14 +265,24 @@ class _Run:
                                       reuse=True):
         return self.call_fn(i, args, kwargs)
 
-  def call_fn(self, i: int, args: tuple, kwargs: dict) -> Nest:
+  def call_fn(self, i: int, args: tuple, kwargs: dict,
+              graph: Optional[tf.Graph] = None) -> Nest:
     """Calls ``fn`` for replica ``i`` under the variable-sharing creator,
     innermost (above any creator entered around ``run`` or inside the
     strategy's scope), as TensorFlow does: so replica ``i`` > 0 gets replica
-    0's variable without the creators beneath being called again."""
-    graph = _get_default_graph()
+    0's variable without the creators beneath being called again.
+
+    When the innermost creator is the strategy's own, it is that creator:
+    a strategy that runs several replicas shares their variables in its
+    creator (``variables.shared.shared_variable``), so nothing is pushed.
+    """
+    if graph is None:
+      graph = _get_default_graph()
+    creators = _tf_private.variable_creators(graph)
+    if creators and creators[-1][1] == self.strategy_creator:
+      return self.fn(*args, **kwargs)
     token = _tf_private.push_variable_creator(
-        graph, self.variables.creators[i])
+        graph, self.contexts[i].share_variable)
     try:
       return self.fn(*args, **kwargs)
     finally:
@@ -238,7 +304,7 @@ class _Run:
     with ``restore`` (the run raised), puts back the calling thread's
     strategy stack, variable creators and eager device scope (an interrupt
     may have cut an exit short); then detaches the replica contexts from
-    this run.
+    this run and, eagerly, leaves them for the next run.
 
     A replica context can outlive the run: while tracing, the gradient
     function of an ``all_reduce`` (``tf.custom_gradient``) keeps it in
@@ -247,7 +313,8 @@ class _Run:
     model) alive.
     """
     try:
-      self.lease.close()
+      if self.lease is not None:
+        self.lease.close()
       self.workers = None
     finally:
       try:
@@ -259,6 +326,8 @@ class _Run:
       finally:
         for ctx in self.contexts:
           ctx._run = None  # pylint: disable=protected-access
+    if self.eager:  # for the next eager run (not after an interrupt above)
+      self.idle_contexts.append(self.contexts)
 
   # -- merge_call -------------------------------------------------------------
 
@@ -288,9 +357,9 @@ class _Run:
     """Replica 0's merge_call: gathers the others, runs ``merge_fn``."""
     if self.error is not None:
       self.raise_error()
-    self.requests[0] = (args, kwargs)
     if self.workers is None:
-      self.workers = [None] + self.lease.take(self.n - 1)
+      self.start_merging()
+    self.requests[0] = (args, kwargs)
     for i in range(1, self.n):
       self.advance(i)
       if self.error is not None:

@@ -41,11 +41,6 @@ def cross_replica_mode(strategy: StrategyLike) -> ThreadMode:
   return ThreadMode(strategy, strategy, None)
 
 
-def replica_mode(replica_context: tf.distribute.ReplicaContext) -> ThreadMode:
-  """The stack entry for running inside ``replica_context``."""
-  return ThreadMode(replica_context.strategy, None, replica_context)
-
-
 _get_default_graph = tf.compat.v1.get_default_graph  # bound once: hot path
 
 

@@ -189,6 +189,8 @@ def is_distributed(value: Nest) -> bool:
           isinstance(value, tf.distribute.DistributedValues))
 
 
+_EagerTensor = _tf_private.EagerTensor
+
 # Leaf types that select_replica can pass through without a tf.nest walk.
 _PLAIN_LEAVES = (tf.Tensor, tf.Variable, int, float, str, bool, type(None))
 
@@ -265,6 +267,11 @@ def regroup(per_replica: Sequence[Nest], wrap: type = PerReplica) -> Nest:
   }, 'b': 'x'}
   """
   first = per_replica[0]
+  if type(first) is _EagerTensor:  # an eager run's usual result, kept cheap
+    for value in per_replica:
+      if value is not first:
+        return wrap(per_replica)
+    return first
   if isinstance(first, (list, tuple)) and not isinstance(first, _CompositeTensor):
     # As TensorFlow: sequences come back as plain lists and tuples (a
     # subclass, a tracking ListWrapper or a wrapt proxy is not rebuilt),

@@ -21,7 +21,7 @@ True
 from __future__ import annotations
 
 import re
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional
 
 import tensorflow as tf
 
@@ -42,35 +42,37 @@ def canonical_name(name: Optional[str]) -> str:
 class SharedVariables:
   """The variables one run's replica 0 created, handed out to the others.
 
-  ``creators[i]`` is the variable creator installed innermost around
-  replica ``i``'s function; ``sharing`` is set while replica 0 creates one
+  ``create`` is what the variable creator installed innermost around each
+  replica's function calls; ``sharing`` is set while replica 0 creates one
   (so the strategy's own creator beneath need not share again).
   """
 
-  def __init__(self, replica_contexts: Sequence[object]) -> None:
+  def __init__(self, num_replicas: int) -> None:
     self.created: dict[str, list[tf.Variable]] = {}
-    self.counts: list[dict[str, int]] = [{} for _ in replica_contexts]
+    self.counts: list[dict[str, int]] = [{} for _ in range(num_replicas)]
     self.sharing = False
-    self.creators = [self._creator(i, ctx)
-                     for i, ctx in enumerate(replica_contexts)]
 
-  def _creator(self, i: int, replica_context: object) -> Creator:
-    def creator(next_creator, **kwargs):
-      mode = context.current_mode()
-      if mode is None or mode.replica_context is not replica_context:
-        return next_creator(**kwargs)  # e.g. in merge_fn: not shared
-      name = kwargs.get("name")
-      if i > 0:
-        return self.get(i, name, None)
+  def create(self, replica_context: object, next_creator: Creator,
+             kwargs: dict) -> tf.Variable:
+    """A variable creator's body for the replica ``replica_context``:
+    replica 0 creates (through ``next_creator``), the others get replica
+    0's; outside that replica's own code (e.g. in ``merge_fn``) nothing is
+    shared."""
+    mode = context.current_mode()
+    if mode is None or mode.replica_context is not replica_context:
+      return next_creator(**kwargs)
+    i = replica_context._replica_id_in_sync_group  # pylint: disable=protected-access
+    name = kwargs.get("name")
+    if i > 0:
+      return self.get(i, name, None)
 
-      def create():
-        outer, self.sharing = self.sharing, True
-        try:
-          return next_creator(**kwargs)
-        finally:
-          self.sharing = outer
-      return self.get(0, name, create)
-    return creator
+    def create():
+      outer, self.sharing = self.sharing, True
+      try:
+        return next_creator(**kwargs)
+      finally:
+        self.sharing = outer
+    return self.get(0, name, create)
 
   def get(self, replica_id: int, name: Optional[str],
           create: Optional[Callable[[], tf.Variable]]) -> tf.Variable:
