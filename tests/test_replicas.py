@@ -216,6 +216,54 @@ def test_runs_from_a_non_main_thread(n):
       [tf.constant(n * (n + 1) / 2.0)] * n))
 
 
+@pytest.mark.parametrize("n", (2, 4))
+def test_eager_runs_of_one_strategy_from_several_threads_at_once(n):
+  """Eager runs reuse the replica contexts of earlier ones; runs on several
+  threads at once must each get contexts of their own."""
+  ours, native = pair(n)
+
+  def step(offset):
+    ctx = tf.distribute.get_replica_context()
+    summed = ctx.all_reduce("SUM", replica_float() + offset)
+    return ctx.replica_id_in_sync_group, summed, replica_float() + offset
+
+  expected = {k: norm(native.run(step, args=(tf.constant(float(k)),)))
+              for k in range(4)}
+  seen = {k: [] for k in range(4)}
+
+  def caller(k):
+    for _ in range(15):
+      seen[k].append(norm(ours.run(step, args=(tf.constant(float(k)),))))
+
+  def all_callers():
+    threads = [threading.Thread(target=caller, args=(k,)) for k in range(4)]
+    for thread in threads:
+      thread.start()
+    for thread in threads:
+      thread.join()
+
+  within(DEADLINE, all_callers)
+  for k in range(4):
+    assert seen[k] == [expected[k]] * 15
+
+
+@pytest.mark.parametrize("n", (2, 4))
+def test_a_device_scope_left_open_in_a_replica_fails_the_run_as_native(n):
+  from tensorflow.python.eager import context as eager_context  # pylint: disable=g-import-not-at-top
+  for strategy in pair(n):
+
+    def leaves_a_device_open():
+      tf.device("/cpu:0").__enter__()
+      return tf.constant(1.0)
+
+    with pytest.raises(RuntimeError, match="nesting"):
+      strategy.run(leaves_a_device_open)
+    assert eager_context.context().device_name in ("", None)
+    assert devices(strategy.run(lambda: tf.constant(2.0))) == tuple(
+        tf.constant(0.0).device.replace("CPU:0", f"CPU:{i}")
+        for i in range(n))
+
+
 def _scoped_variable_name():
   """Makes ``w`` in a variable scope with a default name, as tf.layers
   layers do, and returns the variable's name."""
