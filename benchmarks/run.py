@@ -7,9 +7,10 @@ Usage::
     python benchmarks/run.py --only "eager run" --strategies one_device
 
 Everything runs in one process.  For each (strategy, workload) the
-variants are built once, then timed in interleaved rounds -- native, ours,
-none, then ours, none, native, ... -- so that drift in machine load hits
-them alike.  Each round times one block of units per variant; the table
+variants are built once, then timed in interleaved rounds, in orders where
+each variant follows each other one equally often (``balanced_orders``),
+so that drift in machine load, and work a variant leaves running after its
+block, hit them alike.  Each round times one block of units per variant; the table
 shows the median over rounds of the time per unit, and the ratios
 ours/native and ours/none.  For CentralStorage's eager ``run``, training
 step, trace and v1 step a fourth variant, the same two-replica work written
@@ -107,6 +108,28 @@ def _build(kind: str, build, variant: str):
     return None, f"{type(e).__name__}: {first_line[:120]}"
 
 
+def balanced_orders(n: int) -> list[list[int]]:
+  """Orders of ``n`` variants in which each variant comes right after each
+  other one equally often (a Williams design): a variant that leaves work
+  behind (a session's threads still busy, a prefetch refilling) then slows
+  every other variant alike, not the one that always follows it.
+
+  >>> balanced_orders(4)
+  [[0, 1, 3, 2], [1, 2, 0, 3], [2, 3, 1, 0], [3, 0, 2, 1]]
+  """
+  first, low, high = [0], 1, n - 1
+  while len(first) < n:
+    first.append(low)
+    low += 1
+    if len(first) < n:
+      first.append(high)
+      high -= 1
+  orders = [[(i + shift) % n for i in first] for shift in range(n)]
+  if n % 2:  # odd: the reversed orders balance the pairs
+    orders += [order[::-1] for order in orders]
+  return orders
+
+
 def measure(kind: str, name: str, build, rounds: int, scale: float,
             verbose: bool) -> dict:
   """Medians (seconds per unit) for each variant, or the build error."""
@@ -118,9 +141,10 @@ def measure(kind: str, name: str, build, rounds: int, scale: float,
             f"{errors[variant]}", file=sys.stderr)
   live = [v for v in workloads.VARIANTS if units[v] is not None]
   samples = {v: [] for v in live}
+  orders = balanced_orders(len(live)) if live else [[]]
   for r in range(rounds):
-    order = live[r % len(live):] + live[:r % len(live)] if live else []
-    for variant in order:
+    for i in orders[r % len(orders)]:
+      variant = live[i]
       samples[variant].append(_time_block(units[variant], scale))
   return {v: (statistics.median(samples[v]) if v in samples else None)
           for v in workloads.VARIANTS} | {"errors": errors}

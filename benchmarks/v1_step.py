@@ -7,9 +7,12 @@ replicas, and ``Session.run`` of the reduced loss.  CentralStorage over the
 logical CPUs in ``workloads.DEVICES``; without a strategy, the same graph on
 one device; by hand, the same replicas written out in the TF1 graph (one
 ``get_next`` from the dataset prefetched by one step, as the strategies'
-iterators read it, split per replica, each replica's loss and ``tf.gradients``
-under its own ``tf.device``, the gradients summed with ``add_n`` and applied
-by the optimizer on ``/cpu:0``, the losses summed there).
+iterators read it, split per replica, each replica's loss and gradients
+(``optimizer.compute_gradients``, as ``minimize`` computes them) under its
+own ``tf.device``, the gradients summed with ``add_n`` and applied
+by the optimizer on ``/cpu:0``, each replica's loss read after the update on
+its own device -- as the strategies' ``step_fn`` returns it -- and the losses
+summed on ``/cpu:0``).
 """
 from __future__ import annotations
 
@@ -70,12 +73,16 @@ def _by_hand_step(optimizer: Any, variables: list[tf.Variable], x: tf.Tensor,
     with tf.device(device):
       loss = _loss(variables, xi, yi)
       losses.append(loss)
-      grads.append(tf.gradients(loss, variables))
+      grads.append([g for g, _ in optimizer.compute_gradients(loss, variables)])
   with tf.device(devices[0]):
     summed = [tf.math.add_n(list(g)) for g in zip(*grads)]
     train_op = optimizer.apply_gradients(zip(summed, variables))
-    with tf.control_dependencies([train_op]):
-      return tf.math.add_n(losses)
+  updated = []
+  for device, loss in zip(devices, losses):
+    with tf.device(device), tf.control_dependencies([train_op]):
+      updated.append(tf.identity(loss))
+  with tf.device(devices[0]):
+    return tf.math.add_n(updated)
 
 
 def build(kind: str, variant: str) -> workloads.Unit:
