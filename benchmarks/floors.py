@@ -45,28 +45,18 @@ import workloads  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 def _eager_variants() -> dict[str, Callable[[], Any]]:
   from compat_distribute import _tf_private  # pylint: disable=g-import-not-at-top
-  from compat_distribute import v2 as distribute  # pylint: disable=g-import-not-at-top
   from compat_distribute.replicas.context import ReplicaContext  # pylint: disable=g-import-not-at-top
   from compat_distribute.runtime import context  # pylint: disable=g-import-not-at-top
   from compat_distribute.values import distributed as values_lib  # pylint: disable=g-import-not-at-top
 
   devices = workloads.DEVICES
-  strategy = distribute.experimental.CentralStorageStrategy(
-      compute_devices=list(devices), parameter_device=devices[0])
+  strategy = workloads.make_strategy("central_storage", "ours")
   contexts = [ReplicaContext(strategy, i, len(devices))
               for i in range(len(devices))]
-  x = tf.constant(1.0)
-  args = (x,)
+  args = (tf.constant(1.0),)
 
   def add_one(t):
     return t + 1
-
-  def by_hand():
-    out = []
-    for device in devices:
-      with tf.device(device):
-        out.append(x + 1)
-    return out
 
   def replica_loop():
     token = context.enter_scope(strategy, variable_getter=False)
@@ -83,9 +73,11 @@ def _eager_variants() -> dict[str, Callable[[], Any]]:
     finally:
       context.exit_scope(token)
 
-  return {"bare op": lambda: x + 1, "by hand": by_hand,
-          "replica loop": replica_loop,
-          "ours": lambda: strategy.run(add_one, args=args)}
+  def timed(variant: str) -> Callable[[], Any]:
+    return workloads.eager_run("central_storage", variant).call
+
+  return {"bare op": timed("none"), "by hand": timed("by_hand"),
+          "replica loop": replica_loop, "ours": timed("ours")}
 
 
 class _Thread:
