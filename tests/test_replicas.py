@@ -218,8 +218,9 @@ def test_runs_from_a_non_main_thread(n):
 
 @pytest.mark.parametrize("n", (2, 4))
 def test_eager_runs_of_one_strategy_from_several_threads_at_once(n):
-  """Eager runs reuse the replica contexts of earlier ones; runs on several
-  threads at once must each get contexts of their own."""
+  """Eager runs reuse the runs and replica contexts of earlier ones; runs
+  on several threads at once, with and without merge_call, must each get
+  their own."""
   ours, native = pair(n)
 
   def step(offset):
@@ -227,13 +228,19 @@ def test_eager_runs_of_one_strategy_from_several_threads_at_once(n):
     summed = ctx.all_reduce("SUM", replica_float() + offset)
     return ctx.replica_id_in_sync_group, summed, replica_float() + offset
 
-  expected = {k: norm(native.run(step, args=(tf.constant(float(k)),)))
+  def plain_step(offset):
+    ctx = tf.distribute.get_replica_context()
+    return ctx.replica_id_in_sync_group, replica_float() + offset
+
+  steps = {k: (step, plain_step)[k % 2] for k in range(4)}
+  expected = {k: norm(native.run(steps[k], args=(tf.constant(float(k)),)))
               for k in range(4)}
   seen = {k: [] for k in range(4)}
 
   def caller(k):
     for _ in range(15):
-      seen[k].append(norm(ours.run(step, args=(tf.constant(float(k)),))))
+      seen[k].append(
+          norm(ours.run(steps[k], args=(tf.constant(float(k)),))))
 
   def all_callers():
     threads = [threading.Thread(target=caller, args=(k,)) for k in range(4)]

@@ -114,18 +114,26 @@ def _workers():
 
 
 def _assert_no_run_alive():
-  """Every run finished, and no worker is left paused inside one."""
+  """Every run finished, and no worker is left paused inside one.  A run
+  still alive is one an eager run left for the strategy's next: idle in its
+  pool, holding nothing of its call."""
   gc.collect()
-  assert [o for o in gc.get_objects()
-          if isinstance(o, replica_threads._Run)] == []  # pylint: disable=protected-access
+  runs = [o for o in gc.get_objects() if isinstance(o, replica_threads._Run)]  # pylint: disable=protected-access
+  assert [r for r in runs if not _idle(r)] == []
   # Replica contexts may outlive their run (a traced all_reduce's gradient
   # function keeps one), but detached from it.
   assert [o for o in gc.get_objects()
           if isinstance(o, replica_threads.MultiReplicaContext)
-          and o._run is not None] == []  # pylint: disable=protected-access
+          and o._run is not None and not _idle(o._run)] == []  # pylint: disable=protected-access
   idle = {id(w) for w in replica_workers.idle()}
   assert all(id(w) in idle for w in _workers()), (
       "a replica worker is not back in the pool (still waiting in a run)")
+
+
+def _idle(run):
+  return (any(r is run for r in run.idle_runs) and
+          (run.fn, run.args, run.kwargs, run.results, run.error, run.caller,
+           run.shared) == (None,) * 7)
 
 
 def _state():
@@ -148,6 +156,38 @@ def test_eager_runs_reach_a_steady_state(kind):
   assert strategy.run(_merge, args=(x,)).numpy().tolist() == (
       [1.0, 2.0] if kind == "one_device" else
       [3.0, 6.0] if kind.endswith("/2") else [6.0, 12.0])
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["returns", "raises"])
+def test_an_eager_run_keeps_nothing_of_its_call(fails):
+  # The run is kept for the next eager run; its function, arguments and
+  # the error it raised are not.
+  strategy = _make("central_storage/2")
+
+  class Payload:
+    pass
+
+  def run_once():
+    payload, argument = Payload(), Payload()
+
+    def fn(x):
+      del x
+      if fails:
+        raise Boom(payload)
+      return tf.constant(float(id(payload) > 0))
+
+    try:
+      result = strategy.run(fn, args=(argument,))
+      assert [v.numpy() for v in
+              strategy.experimental_local_results(result)] == [1.0, 1.0]
+    except Boom:
+      assert fails
+    return [weakref.ref(o) for o in (payload, argument, fn)]
+
+  refs = run_once() + run_once()
+  gc.collect()
+  assert [r for r in refs if r() is not None] == []
+  _assert_no_run_alive()
 
 
 def test_worker_threads_are_bounded_by_concurrent_runs():

@@ -74,7 +74,7 @@ class Extended(extended_v1.ExtendedV1Methods,
     self._retrace_functions_for_each_device = len(self._compute_devices) > 1
     self._global_batch_size = True
     self._single_replica_context: Optional[ReplicaContext] = None  # runner's
-    self._idle_replica_contexts: list = []  # replicas.threads' eager runs
+    self._idle_eager_runs: list = []  # replicas.threads' pool
 
   def __repr__(self) -> str:
     return (f"{type(self).__name__}(worker_devices={self.worker_devices!r}, "

@@ -69,6 +69,7 @@ from compat_distribute.runtime.types import ReplicaFn
 from compat_distribute.runtime.types import StrategyLike
 
 _get_default_graph = tf.compat.v1.get_default_graph
+_executing_eagerly = tf.executing_eagerly
 _PolymorphicFunction = _tf_compat.PolymorphicFunction
 _device = _tf_private.device  # tf.device, cheaper while tracing
 
@@ -81,7 +82,7 @@ def call_for_each_replica(extended: ExtendedLike, fn: ReplicaFn, args: tuple,
     # Trace all replicas into one tf.function, as TensorFlow does: a
     # merge_call inside a per-replica function call could not synchronise.
     return _replicated_function(extended, fn)(*args, **kwargs)
-  return values_lib.regroup(_run_to_end(_Run(extended, fn, args, kwargs)))
+  return values_lib.regroup(_run_to_end(_Run.begin(extended, fn, args, kwargs)))
 
 
 def _run_to_end(run: "_Run") -> list[Nest]:
@@ -139,32 +140,28 @@ class _Run:
   plain function: the hot path) needs only the replicas' contexts and
   results; the workers, their lease and the merge bookkeeping are made by
   the first ``merge_call`` (``start_merging``), and the variables the
-  replicas share by the first variable created in a replica.
+  replicas share by the first variable created in a replica.  Such an
+  eager run, once over, serves the strategy's next eager run (``begin``).
   """
 
-  def __init__(self, extended: ExtendedLike, fn: ReplicaFn, args: tuple,
-               kwargs: dict) -> None:
+  def __init__(self, extended: ExtendedLike, eager: bool) -> None:
     self.strategy = strategy = extended._container_strategy()  # pylint: disable=protected-access
     self.devices = devices = extended._compute_devices  # pylint: disable=protected-access
     self.n = n = len(devices)
-    self.fn, self.args, self.kwargs = fn, args, kwargs
     self.strategy_creator = extended._variable_creator  # pylint: disable=protected-access
-    self.graph = _get_default_graph()
-    self.eager = eager = tf.executing_eagerly()
-    if not eager:
-      # TF2 graphs already keep device, colocation and control-dependency
-      # stacks per thread; a TF1-behaviour graph must, before replicas on
-      # several threads push onto them (TensorFlow does the same).
-      self.graph.switch_to_thread_local()
-    self.caller = caller = caller_state.CallerState(self.graph, eager)
-    self.caller_device = (caller.eager_device[0] or "" if eager else
-                          _tf_private.current_device())
-    self.idle_contexts = extended._idle_replica_contexts  # pylint: disable=protected-access
-    self.contexts = self._reused_contexts() if eager else None
-    if self.contexts is None:
-      self.contexts = [MultiReplicaContext(strategy, i, self)
-                       for i in range(n)]
-    self.results: list[Nest] = [None] * n
+    self.eager = eager
+    self.idle_runs = extended._idle_eager_runs  # pylint: disable=protected-access
+    self.contexts = [MultiReplicaContext(strategy, i, self) for i in range(n)]
+    # What entering each context sets (see _execute_eagerly).
+    self.modes = [ctx._thread_context for ctx in self.contexts]  # pylint: disable=protected-access
+    self.summary_flags = [ctx._records_summaries for ctx in self.contexts]  # pylint: disable=protected-access
+    self.fn: ReplicaFn = None
+    self.args: tuple = ()
+    self.kwargs: dict = {}
+    self.graph: Optional[tf.Graph] = None
+    self.caller: Optional[caller_state.CallerState] = None
+    self.caller_device = ""
+    self.results: Optional[list[Nest]] = None
     self.error: Optional[BaseException] = None
     # Closed when the run ends: a replica that reaches merge_call after
     # that unwinds (raises replica_errors.Aborted) instead of pausing.
@@ -172,17 +169,39 @@ class _Run:
     self.workers: Optional[list[Nest]] = None  # replica i on workers[i]
     self.shared: Optional[replica_variables.SharedVariables] = None
 
-  def _reused_contexts(self) -> Optional[list[MultiReplicaContext]]:
-    """The replica contexts an earlier eager run of the strategy left
-    (``release``), now this run's; None if there are none.  (A traced run
-    keeps its own: TensorFlow's gradient registry may hold them.)"""
-    try:
-      contexts = self.idle_contexts.pop()  # atomic: runs on other threads
-    except IndexError:
-      return None
-    for ctx in contexts:
-      ctx._run = self  # pylint: disable=protected-access
-    return contexts
+  @classmethod
+  def begin(cls, extended: ExtendedLike, fn: ReplicaFn, args: tuple,
+            kwargs: dict) -> "_Run":
+    """A run of ``fn`` on the calling thread's graph: eagerly, one that an
+    earlier eager run of the strategy left (``release``), if any.  (A traced
+    run is always new: TensorFlow's gradient registry may keep its replica
+    contexts.)"""
+    eager = _executing_eagerly()
+    run = None
+    if eager:
+      try:
+        run = extended._idle_eager_runs.pop()  # pylint: disable=protected-access
+      except IndexError:  # atomic, unlike a test first: runs on other threads
+        pass
+    if run is None:
+      run = cls(extended, eager)
+    run.start(fn, args, kwargs)
+    return run
+
+  def start(self, fn: ReplicaFn, args: tuple, kwargs: dict) -> None:
+    """Takes this run's function and arguments, and the calling thread's
+    state (``caller_state``)."""
+    self.fn, self.args, self.kwargs = fn, args, kwargs
+    self.graph = graph = _get_default_graph()
+    if not self.eager:
+      # TF2 graphs already keep device, colocation and control-dependency
+      # stacks per thread; a TF1-behaviour graph must, before replicas on
+      # several threads push onto them (TensorFlow does the same).
+      graph.switch_to_thread_local()
+    self.caller = caller = caller_state.CallerState(graph, self.eager)
+    self.caller_device = (caller.eager_device[0] or "" if self.eager else
+                          _tf_private.current_device())
+    self.results = [None] * self.n
 
   @property
   def variables(self) -> replica_variables.SharedVariables:
@@ -218,44 +237,84 @@ class _Run:
     """Runs every replica; puts back the calling thread's summary state
     (replica 0 runs here, and TensorFlow's replicas never touch it)."""
     try:
-      return self._execute()
+      if self.eager:
+        self._execute_eagerly()
+      else:
+        self._execute_in_graph()
+      return self.results
     finally:
       caller_state.restore_summary(self.caller.summary)
 
-  def _execute(self) -> list[Nest]:
-    try:
-      self.results[0] = self.run_here(0)
-    except BaseException:  # pylint: disable=broad-except
-      if self.error is not None and sys.exc_info()[1] is not self.error:
-        self.raise_error()
-      raise
-    if self.error is not None:  # user code swallowed it
-      self.raise_error()
-    if self.workers is None:
-      for i in range(1, self.n):
+  def _execute_in_graph(self) -> None:
+    """Replica 0 on the calling thread; the others after it, there too, or
+    on their workers once replica 0 has called merge_call."""
+    for i in range(self.n):
+      if self.workers is not None:
+        self.finish_on_workers()
+        return
+      try:
         self.results[i] = self.run_here(i)
-        if self.error is not None:
+      except BaseException:  # pylint: disable=broad-except
+        self.raise_first_error()
+        raise
+      if self.error is not None:  # user code swallowed it
+        self.raise_error()
+
+  def _execute_eagerly(self) -> None:
+    """``_execute_in_graph``, executing eagerly: each replica's device, its
+    strategy-stack entry and its summary flag are set here directly, as
+    ``tf.device`` and its context's ``with`` would set them (no scope
+    objects: the hot path)."""
+    stack = _tf_private.strategy_stack_of(self.graph)
+    summary = _tf_private.summary_state()
+    outer_flag = summary.is_recording_distribution_strategy
+    try:
+      for i in range(self.n):
+        if self.workers is not None:
+          self.finish_on_workers()
+          return
+        mode = self.modes[i]
+        device = _tf_private.enter_eager_device(self.devices[i])
+        stack.append(mode)
+        summary.is_recording_distribution_strategy = self.summary_flags[i]
+        try:
+          self.results[i] = self.call_fn(
+              i, values_lib.select_replica(i, self.args),
+              values_lib.select_replica(i, self.kwargs), self.graph)
+        except BaseException:  # pylint: disable=broad-except
+          self.raise_first_error()
+          raise
+        finally:
+          try:
+            context.pop_from(stack, mode)
+          finally:
+            _tf_private.exit_eager_device(device)
+        if self.error is not None:  # user code swallowed it
           self.raise_error()
-    else:
-      for i in range(1, self.n):
-        self.advance(i)
-        if self.error is not None:
-          self.raise_error()
-        if not self.finished[i]:
-          raise self.fail(replica_errors.mismatch())
-    return self.results
+    finally:
+      summary.is_recording_distribution_strategy = outer_flag
+
+  def raise_first_error(self) -> None:
+    """(handling an exception) Raises the run's first error instead, if that
+    is another: a replica or ``merge_fn`` failed, and the replica function
+    caught that and raised something else."""
+    if self.error is not None and sys.exc_info()[1] is not self.error:
+      self.raise_error()
+
+  def finish_on_workers(self) -> None:
+    """(replica 0 has returned, having called merge_call) Lets replicas
+    1..N-1 run to their ends on their workers."""
+    for i in range(1, self.n):
+      self.advance(i)
+      if self.error is not None:
+        self.raise_error()
+      if not self.finished[i]:
+        raise self.fail(replica_errors.mismatch())
 
   def run_here(self, i: int) -> Nest:
-    """Runs replica ``i`` on the calling thread."""
+    """Runs replica ``i`` on the calling thread, in a graph."""
     args = values_lib.select_replica(i, self.args)
     kwargs = values_lib.select_replica(i, self.kwargs)
-    if self.eager:
-      device = _tf_private.enter_eager_device(self.devices[i])
-      try:
-        with self.contexts[i]:
-          return self.call_fn(i, args, kwargs, self.graph)
-      finally:
-        _tf_private.exit_eager_device(device)
     with _device(self.devices[i]), self.contexts[i]:
       if i == 0:
         with first_replica_variable_scope():
@@ -303,15 +362,17 @@ class _Run:
     unwinds replicas paused on workers, returns the workers to the pool;
     with ``restore`` (the run raised), puts back the calling thread's
     strategy stack, variable creators and eager device scope (an interrupt
-    may have cut an exit short); then detaches the replica contexts from
-    this run and, eagerly, leaves them for the next run.
+    may have cut an exit short).
 
-    A replica context can outlive the run: while tracing, the gradient
-    function of an ``all_reduce`` (``tf.custom_gradient``) keeps it in
-    TensorFlow's process-wide gradient registry.  Detached, it no longer
+    An eager run that never merged is then left for the strategy's next
+    eager run, without what this call took.  Any other run detaches its
+    replica contexts: while tracing, the gradient function of an
+    ``all_reduce`` (``tf.custom_gradient``) keeps its context in
+    TensorFlow's process-wide gradient registry, and detached, it no longer
     keeps the run's function, arguments, results and graphs (e.g. a Keras
     model) alive.
     """
+    reusable = self.eager and self.lease is None
     try:
       if self.lease is not None:
         self.lease.close()
@@ -324,10 +385,13 @@ class _Run:
         self.caller.restore_stacks()  # an interrupt cut the first short
         raise
       finally:
-        for ctx in self.contexts:
-          ctx._run = None  # pylint: disable=protected-access
-    if self.eager:  # for the next eager run (not after an interrupt above)
-      self.idle_contexts.append(self.contexts)
+        if not reusable:
+          for ctx in self.contexts:
+            ctx._run = None  # pylint: disable=protected-access
+    if reusable:  # (not after an interrupt above)
+      self.fn = self.args = self.kwargs = self.results = self.graph = None
+      self.caller = self.error = self.shared = None
+      self.idle_runs.append(self)
 
   # -- merge_call -------------------------------------------------------------
 
@@ -464,7 +528,7 @@ def _replicated_function(extended: ExtendedLike, fn: Any) -> Nest:
     def replicated(*args, **kwargs):
       body = _tf_compat.convert_as_caller(python_function)
       return values_lib.regroup(
-          _run_to_end(_Run(extended_ref(), body, args, kwargs)))
+          _run_to_end(_Run.begin(extended_ref(), body, args, kwargs)))
 
     wrapped = _tf_private.clone_function(fn, replicated)
     per_extended[extended] = wrapped

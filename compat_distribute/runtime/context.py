@@ -50,10 +50,11 @@ def push(mode: ThreadMode) -> None:
 
 def pop(mode: ThreadMode) -> None:
   """Pops ``mode``, which must be the top entry (a nesting bug otherwise)."""
-  _pop_from(_tf_private.strategy_stack(), mode)
+  pop_from(_tf_private.strategy_stack(), mode)
 
 
-def _pop_from(stack: list[Nest], mode: ThreadMode) -> None:
+def pop_from(stack: list[Nest], mode: ThreadMode) -> None:
+  """Pops ``mode`` from ``stack`` (a thread's strategy stack, at hand)."""
   if not stack or stack[-1] is not mode:
     raise RuntimeError(
         "Strategy contexts were exited out of order: expected to leave "
@@ -129,7 +130,7 @@ def enter_scope(strategy: StrategyLike,
       _tf_private.pop_variable_creator(graph, creators)
       raise
   except BaseException:
-    _pop_from(stack, mode)
+    pop_from(stack, mode)
     raise
   return [graph, mode, creators, device_scope, var_scope]
 
@@ -183,7 +184,7 @@ def exit_scope(token: Optional[list[Nest]], finish_all: bool = True) -> None:
       if not finish_all:
         raise error from e
   try:
-    _pop_from(_tf_private.strategy_stack_of(graph), mode)
+    pop_from(_tf_private.strategy_stack_of(graph), mode)
   except Exception as e:  # pylint: disable=broad-except
     error = error or e
   if error is not None:

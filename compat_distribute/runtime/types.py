@@ -70,7 +70,7 @@ class ExtendedLike(Protocol):
   # and the replica context kept for the one replica otherwise.
   _one_replica_like_many: bool
   _single_replica_context: Optional[Any]
-  _idle_replica_contexts: list[Any]
+  _idle_eager_runs: list[Any]
 
   @property
   def worker_devices(self) -> Sequence[DeviceName]: ...
