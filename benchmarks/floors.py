@@ -10,23 +10,31 @@ trace to 1.1x the by-hand trace.  This measures what lies between: the least
 any strategy must do there, written out, in the same process (two logical
 CPUs) and in interleaved rounds (``run.balanced_orders``).
 
-* **eager run**, per call: the bare op (``x + 1``); by hand (the op under
-  each replica's ``tf.device``); the *replica loop*: what a strategy's
-  ``run`` cannot leave out -- its scope, each replica's context on
-  TensorFlow's strategy stack and its device, each replica's arguments, the
-  results regrouped -- with the cheapest entries compat_distribute has and
-  nothing else (no ``merge_call``, no shared variables, no summary state,
-  no recovery from an interrupt); and compat_distribute's ``run``.
+* **eager run**, per call, built up a layer at a time: the bare op
+  (``x + 1``); by hand (the op under each replica's ``tf.device``); *devices
+  only* (the same with the cheapest device entry compat_distribute has);
+  *devices in scope* (and the strategy's scope around them); the *replica
+  loop*: what a strategy's ``run`` cannot leave out -- its scope, each
+  replica's context on TensorFlow's strategy stack (with its summary flag)
+  and its device, each replica's arguments, the results regrouped --
+  and nothing else (no ``merge_call``, no shared variables, no caller state
+  kept, no recovery from an interrupt); and compat_distribute's ``run``.
+  Each step's cost is its difference from the one before.
 * **trace** of the CentralStorage MLP step (``workloads.trace``): by hand;
   by hand with replica 1 traced on a second thread (one hand-over there and
   back: what a strategy pays for letting a replica pause in ``merge_call``
-  while the next one runs); and compat_distribute's step.
+  while the next one runs); the same with a strategy current on both
+  threads (TensorFlow's graph-op builder asks, for every op it adds to a
+  ``tf.function``'s graph while a strategy is current, whether execution
+  outside functions is eager: an ``init_scope`` per op); and
+  compat_distribute's step.
 
 These are timings, not tests.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -58,6 +66,23 @@ def _eager_variants() -> dict[str, Callable[[], Any]]:
   def add_one(t):
     return t + 1
 
+  def devices_only():
+    results = []
+    for device in devices:
+      entered = _tf_private.enter_eager_device(device)
+      try:
+        results.append(add_one(*args))
+      finally:
+        _tf_private.exit_eager_device(entered)
+    return results
+
+  def devices_in_scope():
+    token = context.enter_scope(strategy, variable_getter=False)
+    try:
+      return devices_only()
+    finally:
+      context.exit_scope(token)
+
   def replica_loop():
     token = context.enter_scope(strategy, variable_getter=False)
     try:
@@ -77,6 +102,7 @@ def _eager_variants() -> dict[str, Callable[[], Any]]:
     return workloads.eager_run("central_storage", variant).call
 
   return {"bare op": timed("none"), "by hand": timed("by_hand"),
+          "devices only": devices_only, "devices in scope": devices_in_scope,
           "replica loop": replica_loop, "ours": timed("ours")}
 
 
@@ -108,29 +134,36 @@ def _trace_variants() -> dict[str, Callable[[], Any]]:
       "central_storage", "by_hand")
   _, ours_step, x, y = workloads._step_and_inputs(  # pylint: disable=protected-access
       "central_storage", "ours")
+  strategy = workloads.make_strategy("central_storage", "ours")
   helper = _Thread()
 
-  def threaded_step(xs, ys):
-    """``by_hand_step`` with replica 1's passes traced on ``helper``."""
+  def threaded_step(xs, ys, scope=contextlib.nullcontext):
+    """``by_hand_step`` with replica 1's passes traced on ``helper``, each
+    thread inside ``scope()``."""
     graph = tf.compat.v1.get_default_graph()
     grads, losses = [], []
     for i, (device, xi, yi) in enumerate(zip(workloads.DEVICES, xs, ys)):
       def replica(device=device, xi=xi, yi=yi):
-        with graph.as_default(), tf.device(device):
+        with graph.as_default(), scope(), tf.device(device):
           return model.loss_and_grads(xi, yi)
       loss, replica_grads = replica() if i == 0 else helper.call(replica)
       losses.append(loss)
       grads.append(replica_grads)
-    with tf.device(workloads.DEVICES[0]):
+    with scope(), tf.device(workloads.DEVICES[0]):
       for v, *per_replica in zip(model.variables, *grads):
         v.assign_sub(workloads.LEARNING_RATE * tf.math.add_n(per_replica))
       return tf.math.add_n(losses)
+
+  def threaded_step_in_scope(xs, ys):
+    return threaded_step(xs, ys, strategy.scope)
 
   return {
       "by hand": lambda: tf.function(by_hand_step).get_concrete_function(
           xs, ys),
       "by hand, replica 1 on a thread": lambda: tf.function(
           threaded_step).get_concrete_function(xs, ys),
+      "by hand, replica 1 on a thread, a strategy current": lambda: tf.function(
+          threaded_step_in_scope).get_concrete_function(xs, ys),
       "ours": lambda: tf.function(ours_step).get_concrete_function(x, y),
   }
 

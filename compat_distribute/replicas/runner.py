@@ -5,10 +5,11 @@ reaches (through the base ``Extended._call_for_each_replica``):
 
 * Several replicas: ``threads.call_for_each_replica`` -- replica 0 on the
   calling thread, the others there too until a ``merge_call`` moves them
-  to long-lived worker threads (see ``threads``).
+  to long-lived worker threads (see ``threads``); for a ``tf.function``,
+  through ``replicated_function``, which traces every replica into one.
 * One replica, for a strategy that runs it as it runs several
   (``extended._one_replica_like_many``; CentralStorage, as TensorFlow's):
-  a ``tf.function`` is traced anew for the replica by the threaded path;
+  a ``tf.function`` is traced anew for the replica as for several;
   any other ``fn`` runs on the calling thread in an ``OnlyReplicaContext``
   whose ``merge_fn`` runs under the caller's device, with the caller's
   summary state kept, and the result regrouped as several replicas' would
@@ -33,6 +34,7 @@ import tensorflow as tf
 from compat_distribute import _tf_compat
 from compat_distribute import _tf_private
 from compat_distribute.replicas import caller_state
+from compat_distribute.replicas import replicated_function
 from compat_distribute.replicas import threads
 from compat_distribute.replicas.context import ReplicaContext
 from compat_distribute.replicas.context import first_replica_variable_scope
@@ -53,12 +55,16 @@ def call_for_each_replica(extended: ExtendedLike, fn: ReplicaFn,
   """Runs ``fn`` once per replica of ``extended`` (see the module
   docstring); must be called inside the strategy's scope."""
   if len(extended._compute_devices) > 1:  # pylint: disable=protected-access
+    if isinstance(fn, _PolymorphicFunction):
+      return replicated_function.call_for_each_replica(extended, fn, args,
+                                                       kwargs)
     return threads.call_for_each_replica(extended, fn, args, kwargs)
   if not extended._one_replica_like_many:  # pylint: disable=protected-access
     return run_one_replica(extended, _kept_context(extended), fn, args,
                            kwargs)
   if isinstance(fn, _PolymorphicFunction):
-    return threads.call_for_each_replica(extended, fn, args, kwargs)
+    return replicated_function.call_for_each_replica(extended, fn, args,
+                                                     kwargs)
   return _run_only_replica(extended, fn, args, kwargs)
 
 

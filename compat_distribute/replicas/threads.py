@@ -45,12 +45,10 @@ from __future__ import annotations
 
 import contextlib
 import sys
-import weakref
-from typing import Any, ContextManager, Optional
+from typing import ContextManager, Optional
 
 import tensorflow as tf
 
-from compat_distribute import _tf_compat
 from compat_distribute import _tf_private
 from compat_distribute.replicas import caller_state
 from compat_distribute.runtime import context
@@ -70,18 +68,15 @@ from compat_distribute.runtime.types import StrategyLike
 
 _get_default_graph = tf.compat.v1.get_default_graph
 _executing_eagerly = tf.executing_eagerly
-_PolymorphicFunction = _tf_compat.PolymorphicFunction
 _device = _tf_private.device  # tf.device, cheaper while tracing
 
 
 def call_for_each_replica(extended: ExtendedLike, fn: ReplicaFn, args: tuple,
                           kwargs: dict) -> Nest:
   """Runs ``fn`` once per replica of ``extended``; returns the regrouped
-  results.  Must be called inside the strategy's scope."""
-  if isinstance(fn, _PolymorphicFunction):
-    # Trace all replicas into one tf.function, as TensorFlow does: a
-    # merge_call inside a per-replica function call could not synchronise.
-    return _replicated_function(extended, fn)(*args, **kwargs)
+  results.  Must be called inside the strategy's scope.  (A ``tf.function``
+  goes through ``replicated_function`` first, which calls this with its
+  Python function while tracing.)"""
   return values_lib.regroup(_run_to_end(_Run.begin(extended, fn, args, kwargs)))
 
 
@@ -501,35 +496,3 @@ def _maybe_device(device: str) -> ContextManager[None]:
 def _control_dependencies(per_replica: list[Nest]) -> ContextManager[None]:
   ops = [op for deps in per_replica for op in deps]
   return tf.control_dependencies(ops) if ops else _NULL
-
-
-# -- strategy.run(tf.function) ------------------------------------------------
-
-# Each tf.function keeps its replicated versions itself, one per strategy
-# (weakly keyed): a process-wide table keyed by the tf.function would keep
-# alive every function whose Python body refers back to it (a method that
-# stores ``self.step = tf.function(self._step)``), as TensorFlow's own
-# cache does.
-_REPLICATED_ATTRIBUTE = "_compat_distribute_replicated"
-
-
-def _replicated_function(extended: ExtendedLike, fn: Any) -> Nest:
-  """``fn`` (a ``tf.function``) turned into one ``tf.function`` that runs
-  its Python function on every replica; cached per (strategy, fn)."""
-  per_extended = getattr(fn, _REPLICATED_ATTRIBUTE, None)
-  if per_extended is None:
-    per_extended = weakref.WeakKeyDictionary()
-    setattr(fn, _REPLICATED_ATTRIBUTE, per_extended)
-  wrapped = per_extended.get(extended)
-  if wrapped is None:
-    extended_ref = weakref.ref(extended)
-    python_function = fn.python_function
-
-    def replicated(*args, **kwargs):
-      body = _tf_compat.convert_as_caller(python_function)
-      return values_lib.regroup(
-          _run_to_end(_Run.begin(extended_ref(), body, args, kwargs)))
-
-    wrapped = _tf_private.clone_function(fn, replicated)
-    per_extended[extended] = wrapped
-  return wrapped
