@@ -26,8 +26,12 @@ CPUs) and in interleaved rounds (``run.balanced_orders``).
   while the next one runs); the same with a strategy current on both
   threads (TensorFlow's graph-op builder asks, for every op it adds to a
   ``tf.function``'s graph while a strategy is current, whether execution
-  outside functions is eager: an ``init_scope`` per op); and
-  compat_distribute's step.
+  outside functions is eager: an ``init_scope`` per op);
+  compat_distribute's step; and by hand and ours again with AutoGraph off
+  (``tf.function(autograph=False)``): the API has AutoGraph convert each
+  function a strategy is given -- ``fn``, ``merge_fn``, every
+  ``extended.update`` function -- as TensorFlow does, where the by-hand
+  step has fewer functions to convert.
 
 These are timings, not tests.
 """
@@ -165,6 +169,10 @@ def _trace_variants() -> dict[str, Callable[[], Any]]:
       "by hand, replica 1 on a thread, a strategy current": lambda: tf.function(
           threaded_step_in_scope).get_concrete_function(xs, ys),
       "ours": lambda: tf.function(ours_step).get_concrete_function(x, y),
+      "by hand, AutoGraph off": lambda: tf.function(
+          by_hand_step, autograph=False).get_concrete_function(xs, ys),
+      "ours, AutoGraph off": lambda: tf.function(
+          ours_step, autograph=False).get_concrete_function(x, y),
   }
 
 
