@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/sweep.py OUTDIR            # the full sweep (~10 min)
+    python benchmarks/sweep.py OUTDIR            # the full sweep (1-2 min)
     python benchmarks/sweep.py OUTDIR --quick    # the short form (tox -e bench)
 
 CentralStorageStrategy, native TensorFlow against ours, beside the same work
