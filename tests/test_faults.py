@@ -395,6 +395,47 @@ def test_replica_raising_base_exceptions_matches_native(exc_type):
     assert outcomes[0] == outcomes[1] == exc_type.__name__, where
 
 
+def _scaled_by_replica(v):
+  ctx = tf.distribute.get_replica_context()
+  return v * tf.cast(ctx.replica_id_in_sync_group + 1, tf.float32)
+
+
+@pytest.mark.parametrize("exc_type", [KeyboardInterrupt, SystemExit,
+                                      ValueError])
+def test_a_replica_raising_in_an_eager_run_without_merge_leaves_nothing(
+    exc_type):
+  # The eager hot path: no merge_call, every replica on the calling thread,
+  # the finished run kept for the strategy's next one.  Whichever replica
+  # raises, the caller gets the exception, its thread is as it was, and the
+  # runs after it (reusing the kept run) compute the right values.
+  n = 3
+  strategy = OursCentralStorage(compute_devices(n))
+  x = tf.constant([1.0, 2.0])
+  strategy.run(_scaled_by_replica, args=(x,))
+  steady = _Steady()
+  summary = _tf_private.summary_state()
+  flag = summary.is_recording_distribution_strategy
+  device = _tf_private.eager_device_state()
+  for failing in range(n):
+
+    def fn(v, failing=failing):
+      ctx = tf.distribute.get_replica_context()
+      if int(tf.get_static_value(ctx.replica_id_in_sync_group)) == failing:
+        raise exc_type(f"replica {failing} fails")
+      return _scaled_by_replica(v)
+
+    with pytest.raises(exc_type, match=f"replica {failing} fails"):
+      strategy.run(fn, args=(x,))
+    steady.check()
+    assert summary.is_recording_distribution_strategy is flag
+    assert _tf_private.eager_device_state() == device
+    after = strategy.run(_scaled_by_replica, args=(x,))
+    assert [t.numpy().tolist() for t in
+            strategy.experimental_local_results(after)] == [
+                [1.0, 2.0], [2.0, 4.0], [3.0, 6.0]]
+  steady.check(collect=True)
+
+
 # -- Python thread state, documented in docs/differences.md -------------------
 
 def _thread_local_counts(strategy, merge, runs=3):
