@@ -67,8 +67,7 @@ class CallerState:
   def __init__(self, graph: tf.Graph, eager: bool) -> None:
     self.graph = graph
     self.eager = eager
-    summary = _tf_private.summary_state()
-    self.summary = (summary.writer, summary.step, summary.is_recording)
+    self.summary = summary_snapshot()
     self.eager_device = _tf_private.eager_device_state()
     self.strategy_stack = list(_tf_private.strategy_stack_of(graph))
     # Kept, not copied: entering a creator scope replaces the list.

@@ -150,9 +150,9 @@ class _Run:
     # What entering each context sets (see _execute_eagerly).
     self.modes = [ctx._thread_context for ctx in self.contexts]  # pylint: disable=protected-access
     self.summary_flags = [ctx._records_summaries for ctx in self.contexts]  # pylint: disable=protected-access
-    self.fn: ReplicaFn = None
-    self.args: tuple = ()
-    self.kwargs: dict = {}
+    self.fn: Optional[ReplicaFn] = None
+    self.args: Optional[tuple] = None
+    self.kwargs: Optional[dict] = None
     self.graph: Optional[tf.Graph] = None
     self.caller: Optional[caller_state.CallerState] = None
     self.caller_device = ""

@@ -67,7 +67,9 @@ class ExtendedLike(Protocol):
   _compute_devices: tuple[DeviceName, ...]
   _default_device: Optional[DeviceName]
   # How its replicas run (``replicas.runner``): one replica as several do,
-  # and the replica context kept for the one replica otherwise.
+  # the replica context kept for the one replica otherwise, and the
+  # finished eager runs of several replicas kept for the next
+  # (``replicas.threads``).
   _one_replica_like_many: bool
   _single_replica_context: Optional[Any]
   _idle_eager_runs: list[Any]
