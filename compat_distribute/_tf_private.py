@@ -395,14 +395,19 @@ def push_variable_creator(graph: tf.Graph, creator: Any) -> tuple[Any, Any]:
 
 
 def pop_variable_creator(graph: tf.Graph, token: tuple[Any, Any]) -> None:
-  """Leaves the creator scope ``push_variable_creator`` entered.
+  """Leaves the creator scope ``push_variable_creator`` entered.  Nothing
+  is left to do if the stack is already the one before the push (an exit
+  cut short by an interrupt after this step, and resumed).
 
   Raises:
     RuntimeError: a creator scope entered after it is still open (then,
       like ``tf.variable_creator_scope``, the stack is left as it is).
   """
   old, new = token
-  if graph._variable_creator_stack is not new:  # pylint: disable=protected-access
+  current = graph._variable_creator_stack  # pylint: disable=protected-access
+  if current is old:
+    return
+  if current is not new:
     raise RuntimeError(
         "Exiting the strategy's variable creator scope without proper "
         "nesting: a tf.variable_creator_scope entered inside it is still "

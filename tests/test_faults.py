@@ -39,6 +39,7 @@ from central_storage_support import NativeCentralStorage
 from central_storage_support import OursCentralStorage
 from central_storage_support import compute_devices
 from compat_distribute import _tf_private
+from compat_distribute.runtime import context
 from compat_distribute.replicas import workers as replica_workers
 from compat_distribute import v1 as ours_v1
 
@@ -434,6 +435,68 @@ def test_a_replica_raising_in_an_eager_run_without_merge_leaves_nothing(
             strategy.experimental_local_results(after)] == [
                 [1.0, 2.0], [2.0, 4.0], [3.0, 6.0]]
   steady.check(collect=True)
+
+
+def _interrupting_once(real, fired, before, when=lambda *args: True):
+  """``real``, but its first call for which ``when(*args)`` holds raises
+  KeyboardInterrupt, before or after doing its work: a Ctrl-C landing
+  there."""
+
+  def wrapper(*args, **kwargs):
+    if fired or not when(*args):
+      return real(*args, **kwargs)
+    fired.append(real.__name__)
+    if before:
+      raise KeyboardInterrupt
+    real(*args, **kwargs)
+    raise KeyboardInterrupt
+
+  return wrapper
+
+
+def _is_cross_replica_mode(stack, mode):
+  del stack
+  return mode.replica_context is None
+
+
+_SCOPE_EXIT_POINTS = {
+    "as the exit starts": (context, "exit_scope", True, None),
+    "before the creator is popped": (
+        _tf_private, "pop_variable_creator", True, None),
+    "after the creator is popped": (
+        _tf_private, "pop_variable_creator", False, None),
+    "after the strategy is popped": (
+        context, "pop_from", False, _is_cross_replica_mode),
+}
+
+
+@pytest.mark.parametrize("where", sorted(_SCOPE_EXIT_POINTS))
+def test_an_interrupt_as_run_leaves_its_scope_still_leaves_it(
+    where, monkeypatch):
+  # strategy.run enters the strategy's scope around the replicas; a Ctrl-C
+  # landing while it leaves it reaches the caller, and the calling thread is
+  # outside the strategy all the same (no strategy current, its variable
+  # creators as before), so the next run and the next scope work.
+  strategy = OursCentralStorage(compute_devices(2))
+  x = tf.constant([1.0, 2.0])
+  strategy.run(_scaled_by_replica, args=(x,))
+  steady = _Steady()
+  module, name, before, when = _SCOPE_EXIT_POINTS[where]
+  fired = []
+  monkeypatch.setattr(module, name, _interrupting_once(
+      getattr(module, name), fired, before, when or (lambda *args: True)))
+  with pytest.raises(KeyboardInterrupt):
+    strategy.run(_scaled_by_replica, args=(x,))
+  monkeypatch.undo()
+  assert fired == [name]
+  steady.check()
+  after = strategy.run(_scaled_by_replica, args=(x,))
+  assert [t.numpy().tolist() for t in
+          strategy.experimental_local_results(after)] == [[1.0, 2.0],
+                                                          [2.0, 4.0]]
+  with strategy.scope():
+    assert tf.distribute.get_strategy() is strategy
+  steady.check()
 
 
 # -- Python thread state, documented in docs/differences.md -------------------

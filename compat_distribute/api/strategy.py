@@ -182,7 +182,27 @@ class StrategyMethods:
       return self._extended._call_for_each_replica(  # pylint: disable=protected-access
           fn, args, kwargs or {})
     finally:
-      context.exit_scope(token)
+      # Left even if an interrupt (KeyboardInterrupt from a signal handler)
+      # lands in the exit, so the calling thread never stays inside the
+      # strategy: the exit resumes where it stopped (each step checks
+      # whether it is still to do), then the interrupt is raised.  Written
+      # here, not in a helper: an interrupt can land as a function starts,
+      # before any try in it.
+      interrupt = None
+      while True:
+        try:
+          context.exit_scope(token)
+          break
+        except Exception:  # pylint: disable=broad-except
+          if interrupt is None:
+            raise
+          break  # the interrupt comes first
+        except BaseException as e:  # pylint: disable=broad-except
+          if interrupt is not None:
+            break  # a second one: stop trying
+          interrupt = e
+      if interrupt is not None:
+        raise interrupt  # pylint: disable=raising-bad-type
 
   def experimental_run_v2(self, fn: ReplicaFn, args: Sequence[Nest] = (),
                           kwargs: Optional[dict] = None,

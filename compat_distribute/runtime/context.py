@@ -184,7 +184,9 @@ def exit_scope(token: Optional[list[Nest]], finish_all: bool = True) -> None:
       if not finish_all:
         raise error from e
   try:
-    pop_from(_tf_private.strategy_stack_of(graph), mode)
+    stack = _tf_private.strategy_stack_of(graph)
+    if mode in stack:  # (not if an exit cut short by an interrupt did it)
+      pop_from(stack, mode)
   except Exception as e:  # pylint: disable=broad-except
     error = error or e
   if error is not None:
