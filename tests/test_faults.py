@@ -437,7 +437,7 @@ def test_a_replica_raising_in_an_eager_run_without_merge_leaves_nothing(
   steady.check(collect=True)
 
 
-def _interrupting_once(real, fired, before, when=lambda *args: True):
+def _interrupting_once(real, fired, before, when):
   """``real``, but its first call for which ``when(*args)`` holds raises
   KeyboardInterrupt, before or after doing its work: a Ctrl-C landing
   there."""
@@ -459,12 +459,17 @@ def _is_cross_replica_mode(stack, mode):
   return mode.replica_context is None
 
 
+def _any_call(*args):
+  del args
+  return True
+
+
 _SCOPE_EXIT_POINTS = {
-    "as the exit starts": (context, "exit_scope", True, None),
+    "as the exit starts": (context, "exit_scope", True, _any_call),
     "before the creator is popped": (
-        _tf_private, "pop_variable_creator", True, None),
+        _tf_private, "pop_variable_creator", True, _any_call),
     "after the creator is popped": (
-        _tf_private, "pop_variable_creator", False, None),
+        _tf_private, "pop_variable_creator", False, _any_call),
     "after the strategy is popped": (
         context, "pop_from", False, _is_cross_replica_mode),
 }
@@ -484,7 +489,7 @@ def test_an_interrupt_as_run_leaves_its_scope_still_leaves_it(
   module, name, before, when = _SCOPE_EXIT_POINTS[where]
   fired = []
   monkeypatch.setattr(module, name, _interrupting_once(
-      getattr(module, name), fired, before, when or (lambda *args: True)))
+      getattr(module, name), fired, before, when))
   with pytest.raises(KeyboardInterrupt):
     strategy.run(_scaled_by_replica, args=(x,))
   monkeypatch.undo()

@@ -62,7 +62,7 @@ class ReplicaContext(tf.distribute.ReplicaContext,
             f"replica_id_in_sync_group={self._replica_id_in_sync_group})")
 
   def __enter__(self) -> "ReplicaContext":
-    _tf_private.strategy_stack().append(self._thread_context)
+    context.push(self._thread_context)
     if self._records_summaries is not None:
       state = _tf_private.summary_state()
       self._saved_summary_flags.append(state.is_recording_distribution_strategy)

@@ -54,17 +54,16 @@ def call_for_each_replica(extended: ExtendedLike, fn: ReplicaFn,
                           args: tuple, kwargs: dict) -> Nest:
   """Runs ``fn`` once per replica of ``extended`` (see the module
   docstring); must be called inside the strategy's scope."""
-  if len(extended._compute_devices) > 1:  # pylint: disable=protected-access
-    if isinstance(fn, _PolymorphicFunction):
-      return replicated_function.call_for_each_replica(extended, fn, args,
-                                                       kwargs)
-    return threads.call_for_each_replica(extended, fn, args, kwargs)
-  if not extended._one_replica_like_many:  # pylint: disable=protected-access
-    return run_one_replica(extended, _kept_context(extended), fn, args,
-                           kwargs)
-  if isinstance(fn, _PolymorphicFunction):
+  several = len(extended._compute_devices) > 1  # pylint: disable=protected-access
+  like_many = several or extended._one_replica_like_many  # pylint: disable=protected-access
+  if like_many and isinstance(fn, _PolymorphicFunction):
     return replicated_function.call_for_each_replica(extended, fn, args,
                                                      kwargs)
+  if several:
+    return threads.call_for_each_replica(extended, fn, args, kwargs)
+  if not like_many:
+    return run_one_replica(extended, _kept_context(extended), fn, args,
+                           kwargs)
   return _run_only_replica(extended, fn, args, kwargs)
 
 
