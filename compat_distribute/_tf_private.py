@@ -293,7 +293,7 @@ def exit_eager_device(token: tuple[Any, Any, Any, Any]) -> None:
   data, outer_name, outer_spec, entered_spec = token
   if data.device_spec is not entered_spec:
     raise RuntimeError(
-        "Exiting a replica's device scope without proper nesting: a "
+        "Exiting a device scope without proper nesting: a "
         "tf.device scope entered inside it is still open. Exit `with` "
         "blocks in the reverse order they were entered.")
   data.device_name, data.device_spec = outer_name, outer_spec
@@ -314,12 +314,29 @@ def device(name: Optional[str]) -> Any:
   /device:CPU:0
   """
   if _executing_eagerly():
-    return _eager_context.device(name)
+    return _EagerDevice(name)
   graph = _get_default_graph()
   if _eagerly_outside_functions():
     return _GraphAndEagerDevice(graph.device(name),
                                 _eager_context.device(name))
   return graph.device(name)
+
+
+class _EagerDevice:
+  """``tf.device(name)`` executing eagerly, entered and left through
+  ``enter_eager_device`` / ``exit_eager_device`` (what ``tf.device``'s
+  eager scope object sets, without its stack and spec handling)."""
+
+  __slots__ = ("_name", "_token")
+
+  def __init__(self, name: Optional[str]) -> None:
+    self._name = name
+
+  def __enter__(self) -> None:
+    self._token = enter_eager_device(self._name)
+
+  def __exit__(self, *exc: Any) -> None:
+    exit_eager_device(self._token)
 
 
 class _GraphAndEagerDevice:

@@ -27,6 +27,7 @@ reaches (through the base ``Extended._call_for_each_replica``):
 """
 from __future__ import annotations
 
+import types
 from typing import Callable, Optional
 
 import tensorflow as tf
@@ -47,6 +48,8 @@ from compat_distribute.runtime.types import StrategyLike
 from compat_distribute.values import distributed as values_lib
 
 _PolymorphicFunction = _tf_compat.PolymorphicFunction
+# Never a tf.function: checked by type before the abstract-class isinstance.
+_PLAIN_FUNCTIONS = frozenset((types.FunctionType, types.MethodType))
 _device = _tf_private.device  # tf.device, cheaper while tracing
 
 
@@ -56,7 +59,8 @@ def call_for_each_replica(extended: ExtendedLike, fn: ReplicaFn,
   docstring); must be called inside the strategy's scope."""
   several = len(extended._compute_devices) > 1  # pylint: disable=protected-access
   like_many = several or extended._one_replica_like_many  # pylint: disable=protected-access
-  if like_many and isinstance(fn, _PolymorphicFunction):
+  if (like_many and type(fn) not in _PLAIN_FUNCTIONS and
+      isinstance(fn, _PolymorphicFunction)):
     return replicated_function.call_for_each_replica(extended, fn, args,
                                                      kwargs)
   if several:

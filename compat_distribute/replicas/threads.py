@@ -81,10 +81,11 @@ def call_for_each_replica(extended: ExtendedLike, fn: ReplicaFn, args: tuple,
 
 
 def _run_to_end(run: "_Run") -> list[Nest]:
-  """``run.execute()``, then ``run.release(...)`` on every exit path."""
+  """Runs every replica of ``run``, then ``run.release(...)`` on every exit
+  path."""
   returned = False
   try:
-    results = run.execute()
+    results = run.execute_eagerly() if run.eager else run.execute_in_graph()
     returned = True
     return results
   except RuntimeError as e:
@@ -147,9 +148,10 @@ class _Run:
     self.eager = eager
     self.idle_runs = extended._idle_eager_runs  # pylint: disable=protected-access
     self.contexts = [MultiReplicaContext(strategy, i, self) for i in range(n)]
-    # What entering each context sets (see _execute_eagerly).
-    self.modes = [ctx._thread_context for ctx in self.contexts]  # pylint: disable=protected-access
-    self.summary_flags = [ctx._records_summaries for ctx in self.contexts]  # pylint: disable=protected-access
+    # Each replica's device, and what entering its context sets: its
+    # strategy-stack entry and summary flag (see execute_eagerly).
+    self.entries = [(device, ctx._thread_context, ctx._records_summaries)  # pylint: disable=protected-access
+                    for device, ctx in zip(devices, self.contexts)]
     self.fn: Optional[ReplicaFn] = None
     self.args: Optional[tuple] = None
     self.kwargs: Optional[dict] = None
@@ -171,15 +173,13 @@ class _Run:
     earlier eager run of the strategy left (``release``), if any.  (A traced
     run is always new: TensorFlow's gradient registry may keep its replica
     contexts.)"""
-    eager = _executing_eagerly()
-    run = None
-    if eager:
+    if _executing_eagerly():
       try:
         run = extended._idle_eager_runs.pop()  # pylint: disable=protected-access
       except IndexError:  # atomic, unlike a test first: runs on other threads
-        pass
-    if run is None:
-      run = cls(extended, eager)
+        run = cls(extended, True)
+    else:
+      run = cls(extended, False)
     run.start(fn, args, kwargs)
     return run
 
@@ -228,54 +228,59 @@ class _Run:
 
   # -- the calling thread -----------------------------------------------------
 
-  def execute(self) -> list[Nest]:
-    """Runs every replica; puts back the calling thread's summary state
-    (replica 0 runs here, and TensorFlow's replicas never touch it)."""
-    try:
-      if self.eager:
-        self._execute_eagerly()
-      else:
-        self._execute_in_graph()
-      return self.results
-    finally:
-      caller_state.restore_summary(self.caller.summary)
-
-  def _execute_in_graph(self) -> None:
-    """Replica 0 on the calling thread; the others after it, there too, or
-    on their workers once replica 0 has called merge_call."""
-    for i in range(self.n):
-      if self.workers is not None:
-        self.finish_on_workers()
-        return
-      try:
-        self.results[i] = self.run_here(i)
-      except BaseException:  # pylint: disable=broad-except
-        self.raise_first_error()
-        raise
-      if self.error is not None:  # user code swallowed it
-        self.raise_error()
-
-  def _execute_eagerly(self) -> None:
-    """``_execute_in_graph``, executing eagerly: each replica's device, its
-    strategy-stack entry and its summary flag are set here directly, as
-    ``tf.device`` and its context's ``with`` would set them (no scope
-    objects: the hot path)."""
-    stack = _tf_private.strategy_stack_of(self.graph)
-    summary = _tf_private.summary_state()
-    outer_flag = summary.is_recording_distribution_strategy
+  def execute_in_graph(self) -> list[Nest]:
+    """Runs every replica, in a graph, and returns their results: replica 0
+    on the calling thread; the others after it, there too, or on their
+    workers once replica 0 has called merge_call.  Then puts back the
+    calling thread's summary state (replica 0 runs here, and TensorFlow's
+    replicas never touch it)."""
     try:
       for i in range(self.n):
         if self.workers is not None:
           self.finish_on_workers()
-          return
-        mode = self.modes[i]
-        device = _tf_private.enter_eager_device(self.devices[i])
-        stack.append(mode)
-        summary.is_recording_distribution_strategy = self.summary_flags[i]
+          break
         try:
-          self.results[i] = self.call_fn(
-              i, values_lib.select_replica(i, self.args),
-              values_lib.select_replica(i, self.kwargs), self.graph)
+          self.results[i] = self.run_here(i)
+        except BaseException:  # pylint: disable=broad-except
+          self.raise_first_error()
+          raise
+        if self.error is not None:  # user code swallowed it
+          self.raise_error()
+      return self.results
+    finally:
+      caller_state.restore_summary(self.caller.summary)
+
+  def execute_eagerly(self) -> list[Nest]:
+    """``execute_in_graph``, executing eagerly: each replica's device, its
+    strategy-stack entry and its summary flag are set here directly, as
+    ``tf.device`` and its context's ``with`` would set them (no scope
+    objects: the hot path).
+
+    When the caller's innermost variable creator is the strategy's own
+    (the usual case), ``fn`` is called as it is (see ``call_fn``): each
+    replica starts from the caller's creators, as TensorFlow's replica
+    threads do.
+    """
+    fn, args, kwargs, graph = self.fn, self.args, self.kwargs, self.graph
+    results = self.results
+    creators = self.caller.creators
+    direct = bool(creators) and creators[-1][1] == self.strategy_creator
+    stack = _tf_private.strategy_stack_of(graph)
+    summary = _tf_private.summary_state()
+    outer_flag = summary.is_recording_distribution_strategy
+    try:
+      for i, (device_name, mode, flag) in enumerate(self.entries):
+        if self.workers is not None:
+          self.finish_on_workers()
+          break
+        device = _tf_private.enter_eager_device(device_name)
+        stack.append(mode)
+        summary.is_recording_distribution_strategy = flag
+        try:
+          replica_args = values_lib.select_replica(i, args)
+          replica_kwargs = values_lib.select_replica(i, kwargs)
+          results[i] = (fn(*replica_args, **replica_kwargs) if direct else
+                        self.call_fn(i, replica_args, replica_kwargs, graph))
         except BaseException:  # pylint: disable=broad-except
           self.raise_first_error()
           raise
@@ -286,8 +291,12 @@ class _Run:
             _tf_private.exit_eager_device(device)
         if self.error is not None:  # user code swallowed it
           self.raise_error()
+      return results
     finally:
-      summary.is_recording_distribution_strategy = outer_flag
+      try:
+        summary.is_recording_distribution_strategy = outer_flag
+      finally:
+        caller_state.restore_summary(self.caller.summary)
 
   def raise_first_error(self) -> None:
     """(handling an exception) Raises the run's first error instead, if that
@@ -368,6 +377,9 @@ class _Run:
     model) alive.
     """
     reusable = self.eager and self.lease is None
+    if reusable and not restore:  # the hot path: nothing to close or undo
+      self.pool()
+      return
     try:
       if self.lease is not None:
         self.lease.close()
@@ -384,9 +396,14 @@ class _Run:
           for ctx in self.contexts:
             ctx._run = None  # pylint: disable=protected-access
     if reusable:  # (not after an interrupt above)
-      self.fn = self.args = self.kwargs = self.results = self.graph = None
-      self.caller = self.error = self.shared = None
-      self.idle_runs.append(self)
+      self.pool()
+
+  def pool(self) -> None:
+    """Leaves this (eager, never merged) run for the strategy's next eager
+    run, without what its call took."""
+    self.fn = self.args = self.kwargs = self.results = self.graph = None
+    self.caller = self.error = self.shared = None
+    self.idle_runs.append(self)
 
   # -- merge_call -------------------------------------------------------------
 
