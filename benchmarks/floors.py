@@ -14,24 +14,31 @@ CPUs) and in interleaved rounds (``run.balanced_orders``).
   (``x + 1``); by hand (the op under each replica's ``tf.device``); *devices
   only* (the same with the cheapest device entry compat_distribute has);
   *devices in scope* (and the strategy's scope around them); the *replica
-  loop*: what a strategy's ``run`` cannot leave out -- its scope, each
-  replica's context on TensorFlow's strategy stack (with its summary flag)
-  and its device, each replica's arguments, the results regrouped --
-  and nothing else (no ``merge_call``, no shared variables, no caller state
-  kept, no recovery from an interrupt); and compat_distribute's ``run``.
-  Each step's cost is its difference from the one before.
-* **trace** of the CentralStorage MLP step (``workloads.trace``): by hand;
-  by hand with replica 1 traced on a second thread (one hand-over there and
-  back: what a strategy pays for letting a replica pause in ``merge_call``
-  while the next one runs); the same with a strategy current on both
-  threads (TensorFlow's graph-op builder asks, for every op it adds to a
-  ``tf.function``'s graph while a strategy is current, whether execution
-  outside functions is eager: an ``init_scope`` per op);
-  compat_distribute's step; and by hand and ours again with AutoGraph off
-  (``tf.function(autograph=False)``): the API has AutoGraph convert each
-  function a strategy is given -- ``fn``, ``merge_fn``, every
-  ``extended.update`` function -- as TensorFlow does, where the by-hand
-  step has fewer functions to convert.
+  loop* (and each replica's context on TensorFlow's strategy stack, with
+  its summary flag, each replica's arguments, the results regrouped);
+  *+ what run must add* (``run``'s argument checks, the variable-creator
+  check and the caller's summary state put back: the least a ``run`` can
+  be, with no ``merge_call``, no shared variables, no caller state kept
+  for worker threads or for recovering from an interrupt); and
+  compat_distribute's ``run``.  Each step's cost is its difference from
+  the one before.  Beside each time, the Python bytecodes one call
+  executes: a count this host's speed does not move (the ops' C++ work is
+  the same in every variant that runs two ops), so the layers can be
+  compared when the times are noisy.
+* **trace** of the CentralStorage MLP step (``workloads.trace``), built up
+  the same way: by hand; by hand *in functions* (each replica's passes, the
+  gradients' update and each variable's update a function of its own, as
+  ours has them: AutoGraph converts each call of each, ten conversions per
+  trace as for ours, where ``run``, ``merge_call`` and ``extended.update``
+  have it convert the functions they are given); *+ replica 1 on a thread*
+  (traced on a second thread, one hand-over there and back: what a
+  strategy pays for letting a replica pause in ``merge_call`` while the
+  next one runs); *+ a strategy current* on both threads (TensorFlow's
+  graph-op builder asks, for every op it adds to a ``tf.function``'s graph
+  while a strategy is current, whether execution outside functions is
+  eager); compat_distribute's step; and by hand, in functions, and ours
+  again with AutoGraph off (``tf.function(autograph=False)``).  Every
+  variant traces the same graph (the same ops on the same devices).
 
 These are timings, not tests.
 """
@@ -39,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import statistics
 import sys
@@ -57,6 +65,7 @@ import workloads  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 def _eager_variants() -> dict[str, Callable[[], Any]]:
   from compat_distribute import _tf_private  # pylint: disable=g-import-not-at-top
+  from compat_distribute.replicas import caller_state  # pylint: disable=g-import-not-at-top
   from compat_distribute.replicas.context import ReplicaContext  # pylint: disable=g-import-not-at-top
   from compat_distribute.runtime import context  # pylint: disable=g-import-not-at-top
   from compat_distribute.values import distributed as values_lib  # pylint: disable=g-import-not-at-top
@@ -87,17 +96,57 @@ def _eager_variants() -> dict[str, Callable[[], Any]]:
     finally:
       context.exit_scope(token)
 
-  def replica_loop():
+  modes = [ctx._thread_context for ctx in contexts]  # pylint: disable=protected-access
+  flags = [ctx._records_summaries for ctx in contexts]  # pylint: disable=protected-access
+  strategy_creator = strategy.extended._variable_creator  # pylint: disable=protected-access
+
+  def replica_loop(fn=add_one, args=args, kwargs=None, as_run=False):
+    """The strategy's scope; in it, each replica's device and its context
+    entered as ours enters it (its strategy-stack entry and summary flag
+    set directly), its arguments picked; the results regrouped.
+
+    ``as_run`` adds what ``strategy.run`` must do beyond that, and no more:
+    its argument checks, the check that the strategy's variable creator is
+    innermost, and the caller's summary state put back (a replica may set
+    its step) -- no ``merge_call``, no run object kept between calls, no
+    caller state kept for worker threads or for recovering from an
+    interrupt, no dispatch through ``extended`` and the runner.
+    """
+    if as_run:
+      if not callable(fn):
+        raise TypeError(fn)
+      if not isinstance(args, (list, tuple)):
+        raise ValueError(args)
+      if kwargs is not None and not isinstance(kwargs, dict):
+        raise TypeError(kwargs)
+    kwargs = kwargs or {}
     token = context.enter_scope(strategy, variable_getter=False)
     try:
+      if as_run:
+        caller_summary = caller_state.summary_snapshot()
+        creators = _tf_private.variable_creators(
+            tf.compat.v1.get_default_graph())
+        if not creators or creators[-1][1] != strategy_creator:
+          raise NotImplementedError("a creator above the strategy's")
+      stack = _tf_private.strategy_stack()
+      summary = _tf_private.summary_state()
+      outer_flag = summary.is_recording_distribution_strategy
       results = []
-      for i, device in enumerate(devices):
-        entered = _tf_private.enter_eager_device(device)
-        try:
-          with contexts[i]:
-            results.append(add_one(*values_lib.select_replica(i, args)))
-        finally:
-          _tf_private.exit_eager_device(entered)
+      try:
+        for i, device in enumerate(devices):
+          entered = _tf_private.enter_eager_device(device)
+          stack.append(modes[i])
+          summary.is_recording_distribution_strategy = flags[i]
+          try:
+            results.append(fn(*values_lib.select_replica(i, args),
+                              **values_lib.select_replica(i, kwargs)))
+          finally:
+            context.pop_from(stack, modes[i])
+            _tf_private.exit_eager_device(entered)
+      finally:
+        summary.is_recording_distribution_strategy = outer_flag
+        if as_run:
+          caller_state.restore_summary(caller_summary)
       return values_lib.regroup(results)
     finally:
       context.exit_scope(token)
@@ -107,7 +156,10 @@ def _eager_variants() -> dict[str, Callable[[], Any]]:
 
   return {"bare op": timed("none"), "by hand": timed("by_hand"),
           "devices only": devices_only, "devices in scope": devices_in_scope,
-          "replica loop": replica_loop, "ours": timed("ours")}
+          "replica loop": replica_loop,
+          "+ what run must add": lambda: replica_loop(add_one, args,
+                                                      as_run=True),
+          "ours": timed("ours")}
 
 
 class _Thread:
@@ -126,6 +178,7 @@ class _Thread:
       self._result = self._job()
       self._done.release()
 
+  @tf.autograph.experimental.do_not_convert  # as a strategy's own code
   def call(self, job: Callable[[], Any]) -> Any:
     self._job = job
     self._start.release()
@@ -141,38 +194,60 @@ def _trace_variants() -> dict[str, Callable[[], Any]]:
   strategy = workloads.make_strategy("central_storage", "ours")
   helper = _Thread()
 
+  def replica_fn(x, y):
+    return model.loss_and_grads(x, y)
+
+  def apply_fn(grads):
+    for v, *per_replica in zip(model.variables, *grads):
+      workloads._sgd_update(v, tf.math.add_n(per_replica))  # pylint: disable=protected-access
+
+  def in_functions_step(xs, ys):
+    """``by_hand_step`` with its pieces in functions, as ours has them: each
+    replica's function, the gradients' update and each variable's update.
+    AutoGraph converts each call of each (ten conversions per trace, as for
+    ours, where ``run``, ``merge_call`` and ``extended.update`` have it
+    convert the functions they are given)."""
+    grads, losses = [], []
+    for device, xi, yi in zip(workloads.DEVICES, xs, ys):
+      with tf.device(device):
+        loss, replica_grads = replica_fn(xi, yi)
+      losses.append(loss)
+      grads.append(replica_grads)
+    with tf.device(workloads.DEVICES[0]):
+      apply_fn(grads)
+      return tf.math.add_n(losses)
+
   def threaded_step(xs, ys, scope=contextlib.nullcontext):
-    """``by_hand_step`` with replica 1's passes traced on ``helper``, each
+    """``in_functions_step`` with replica 1 traced on ``helper``, each
     thread inside ``scope()``."""
     graph = tf.compat.v1.get_default_graph()
     grads, losses = [], []
     for i, (device, xi, yi) in enumerate(zip(workloads.DEVICES, xs, ys)):
       def replica(device=device, xi=xi, yi=yi):
         with graph.as_default(), scope(), tf.device(device):
-          return model.loss_and_grads(xi, yi)
+          return replica_fn(xi, yi)
       loss, replica_grads = replica() if i == 0 else helper.call(replica)
       losses.append(loss)
       grads.append(replica_grads)
     with scope(), tf.device(workloads.DEVICES[0]):
-      for v, *per_replica in zip(model.variables, *grads):
-        v.assign_sub(workloads.LEARNING_RATE * tf.math.add_n(per_replica))
+      apply_fn(grads)
       return tf.math.add_n(losses)
 
-  def threaded_step_in_scope(xs, ys):
-    return threaded_step(xs, ys, strategy.scope)
+  def traced(step, *inputs, autograph=True):
+    return lambda: tf.function(step, autograph=autograph).get_concrete_function(
+        *inputs)
 
   return {
-      "by hand": lambda: tf.function(by_hand_step).get_concrete_function(
-          xs, ys),
-      "by hand, replica 1 on a thread": lambda: tf.function(
-          threaded_step).get_concrete_function(xs, ys),
-      "by hand, replica 1 on a thread, a strategy current": lambda: tf.function(
-          threaded_step_in_scope).get_concrete_function(xs, ys),
-      "ours": lambda: tf.function(ours_step).get_concrete_function(x, y),
-      "by hand, AutoGraph off": lambda: tf.function(
-          by_hand_step, autograph=False).get_concrete_function(xs, ys),
-      "ours, AutoGraph off": lambda: tf.function(
-          ours_step, autograph=False).get_concrete_function(x, y),
+      "by hand": traced(by_hand_step, xs, ys),
+      "by hand, in functions": traced(in_functions_step, xs, ys),
+      "+ replica 1 on a thread": traced(threaded_step, xs, ys),
+      "+ a strategy current": traced(
+          functools.partial(threaded_step, scope=strategy.scope), xs, ys),
+      "ours": traced(ours_step, x, y),
+      "by hand, AutoGraph off": traced(by_hand_step, xs, ys, autograph=False),
+      "by hand, in functions, AutoGraph off": traced(
+          in_functions_step, xs, ys, autograph=False),
+      "ours, AutoGraph off": traced(ours_step, x, y, autograph=False),
   }
 
 
@@ -194,13 +269,47 @@ def _measure(variants: dict[str, Callable[[], Any]], rounds: int,
   return {name: statistics.median(s) for name, s in samples.items()}
 
 
-def _report(title: str, medians: dict[str, float], base: str) -> None:
+def python_bytecodes(call: Callable[[], Any]) -> int:
+  """The Python bytecodes one ``call()`` executes (``sys.settrace``'s
+  opcode events), after a first call has warmed it up.
+
+  >>> python_bytecodes(lambda: None) < python_bytecodes(lambda: [None] * 2)
+  True
+  """
+  call()
+  count = 0
+
+  def trace(frame, event, arg):  # pylint: disable=unused-argument
+    nonlocal count
+    frame.f_trace_opcodes = True
+    if event == "opcode":
+      count += 1
+    return trace
+
+  sys.settrace(trace)
+  try:
+    call()
+  finally:
+    sys.settrace(None)
+  return count
+
+
+def _report(title: str, medians: dict[str, float], base: str,
+            bytecodes: dict[str, int] | None = None) -> None:
   print(f"\n{title}\n")
-  print(f"| variant | time per call | / {base} |")
-  print("|---|---:|---:|")
+  columns = f"| variant | time per call | / {base} |"
+  rule = "|---|---:|---:|"
+  if bytecodes:
+    columns += f" Python bytecodes | / {base} |"
+    rule += "---:|---:|"
+  print(columns)
+  print(rule)
   for name, seconds in medians.items():
-    print(f"| {name} | {run._fmt_time(seconds)} | "  # pylint: disable=protected-access
-          f"{seconds / medians[base]:.2f}x |")
+    row = (f"| {name} | {run._fmt_time(seconds)} | "  # pylint: disable=protected-access
+           f"{seconds / medians[base]:.2f}x |")
+    if bytecodes:
+      row += f" {bytecodes[name]} | {bytecodes[name] / bytecodes[base]:.2f}x |"
+    print(row)
 
 
 def main(argv=None) -> int:
@@ -210,8 +319,10 @@ def main(argv=None) -> int:
   args = parser.parse_args(argv)
   run.configure_logical_cpus()
   print(f"# {run.machine()}")
+  eager = _eager_variants()
   _report("Eager run, CentralStorage with 2 replicas",
-          _measure(_eager_variants(), args.rounds, per_block=400), "bare op")
+          _measure(eager, args.rounds, per_block=400), "bare op",
+          {name: python_bytecodes(call) for name, call in eager.items()})
   _report("Trace of the CentralStorage MLP step, 2 replicas",
           _measure(_trace_variants(), args.rounds, per_block=2), "by hand")
   return 0
