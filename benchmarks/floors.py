@@ -1,14 +1,15 @@
-"""Floors under two of issue 22's limits, measured next to ours.
+"""Floors under three of issue 22's limits, measured next to ours.
 
 Usage::
 
     python benchmarks/floors.py              # about a minute
     python benchmarks/floors.py --rounds 41
 
-``run.py`` holds CentralStorage's eager ``run`` to 3x the bare op and its
-trace to 1.1x the by-hand trace.  This measures what lies between: the least
-any strategy must do there, written out, in the same process (two logical
-CPUs) and in interleaved rounds (``run.balanced_orders``).
+``run.py`` holds CentralStorage's eager ``run`` to 3x the bare op, its
+trace to 1.1x the by-hand trace and its v1 ``Session.run`` step to 1.1x the
+by-hand v1 graph.  This measures what lies between: the least any strategy
+must do there, written out, in the same process (two logical CPUs) and in
+interleaved rounds (``run.balanced_orders``).
 
 * **eager run**, per call, built up a layer at a time: the bare op
   (``x + 1``); by hand (the op under each replica's ``tf.device``); *devices
@@ -39,6 +40,13 @@ CPUs) and in interleaved rounds (``run.balanced_orders``).
   eager); compat_distribute's step; and by hand, in functions, and ours
   again with AutoGraph off (``tf.function(autograph=False)``).  Every
   variant traces the same graph (the same ops on the same devices).
+
+* **v1 step** (``v1_step``): by hand (each global batch cut with
+  ``tf.split`` into equal pieces, which fails on a batch that does not
+  divide evenly); by hand with each global batch cut by TensorFlow's rule
+  (``ceil(b / n)`` rows per replica in turn, ``input.rebatch``: what a
+  strategy must do with a batch whose size is only known when it is
+  read); and compat_distribute's step.
 
 These are timings, not tests.
 """
@@ -160,6 +168,21 @@ def _eager_variants() -> dict[str, Callable[[], Any]]:
           "+ what run must add": lambda: replica_loop(add_one, args,
                                                       as_run=True),
           "ours": timed("ours")}
+
+
+def _v1_variants() -> dict[str, Callable[[], Any]]:
+  import v1_step  # pylint: disable=g-import-not-at-top
+  from compat_distribute.input import rebatch  # pylint: disable=g-import-not-at-top
+
+  def by_tensorflows_rule(t, n):
+    return list(rebatch.split_element(t, n))
+
+  return {
+      "by hand": v1_step.build("central_storage", "by_hand").call,
+      "by hand, split by TensorFlow's rule": v1_step.build(
+          "central_storage", "by_hand", split=by_tensorflows_rule).call,
+      "ours": v1_step.build("central_storage", "ours").call,
+  }
 
 
 class _Thread:
@@ -325,6 +348,8 @@ def main(argv=None) -> int:
           {name: python_bytecodes(call) for name, call in eager.items()})
   _report("Trace of the CentralStorage MLP step, 2 replicas",
           _measure(_trace_variants(), args.rounds, per_block=2), "by hand")
+  _report("v1 Session.run step, CentralStorage with 2 replicas",
+          _measure(_v1_variants(), args.rounds, per_block=50), "by hand")
   return 0
 
 

@@ -16,7 +16,7 @@ summed on ``/cpu:0``).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import tensorflow as tf
@@ -64,10 +64,10 @@ def _loss(variables: list[tf.Variable], x: tf.Tensor,
 
 
 def _by_hand_step(optimizer: Any, variables: list[tf.Variable], x: tf.Tensor,
-                  y: tf.Tensor) -> tf.Tensor:
+                  y: tf.Tensor, split: Callable[..., Any]) -> tf.Tensor:
   devices = workloads.DEVICES
   with tf.device(devices[0]):
-    xs, ys = tf.split(x, len(devices)), tf.split(y, len(devices))
+    xs, ys = split(x, len(devices)), split(y, len(devices))
   losses, grads = [], []
   for device, xi, yi in zip(devices, xs, ys):
     with tf.device(device):
@@ -85,7 +85,10 @@ def _by_hand_step(optimizer: Any, variables: list[tf.Variable], x: tf.Tensor,
     return tf.math.add_n(updated)
 
 
-def build(kind: str, variant: str) -> workloads.Unit:
+def build(kind: str, variant: str,
+          split: Callable[..., Any] = tf.split) -> workloads.Unit:
+  """The step as ``variant``; ``split(t, n)`` cuts each global batch for the
+  by-hand variant (``tf.split``: equal pieces)."""
   del kind  # always CentralStorage over workloads.DEVICES
   graph = tf.Graph()
   x, y = workloads._data()  # pylint: disable=protected-access
@@ -99,7 +102,8 @@ def build(kind: str, variant: str) -> workloads.Unit:
       # One step read ahead, as both strategies' v1 iterators do
       # (TensorFlow's through its MultiDeviceIterator's buffer).
       iterator = v1.data.make_initializable_iterator(ds.prefetch(1))
-      fetch = _by_hand_step(optimizer, _variables(), *iterator.get_next())
+      fetch = _by_hand_step(optimizer, _variables(), *iterator.get_next(),
+                            split=split)
       init_iterator = iterator.initializer
     elif strategy is None:
       iterator = v1.data.make_initializable_iterator(ds)
