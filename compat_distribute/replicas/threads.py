@@ -263,8 +263,7 @@ class _Run:
     """
     fn, args, kwargs, graph = self.fn, self.args, self.kwargs, self.graph
     results = self.results
-    creators = self.caller.creators
-    direct = bool(creators) and creators[-1][1] == self.strategy_creator
+    direct = self.strategy_creator_innermost(self.caller.creators)
     stack = _tf_private.strategy_stack_of(graph)
     summary = _tf_private.summary_state()
     outer_flag = summary.is_recording_distribution_strategy
@@ -328,6 +327,12 @@ class _Run:
                                       reuse=True):
         return self.call_fn(i, args, kwargs)
 
+  def strategy_creator_innermost(self, creators: list[Nest]) -> bool:
+    """Whether the strategy's own variable creator is the innermost of
+    ``creators`` (a thread's creator stack): it then shares the replicas'
+    variables itself (see ``call_fn``)."""
+    return bool(creators) and creators[-1][1] == self.strategy_creator
+
   def call_fn(self, i: int, args: tuple, kwargs: dict,
               graph: Optional[tf.Graph] = None) -> Nest:
     """Calls ``fn`` for replica ``i`` under the variable-sharing creator,
@@ -341,8 +346,7 @@ class _Run:
     """
     if graph is None:
       graph = _get_default_graph()
-    creators = _tf_private.variable_creators(graph)
-    if creators and creators[-1][1] == self.strategy_creator:
+    if self.strategy_creator_innermost(_tf_private.variable_creators(graph)):
       return self.fn(*args, **kwargs)
     token = _tf_private.push_variable_creator(
         graph, self.contexts[i].share_variable)
