@@ -36,8 +36,8 @@ setup(
         # TensorFlow is an extra so the shim never installs a second TF build
         # next to the one the user already has.
         # The TensorFlow minors this release is tested on (docs/compatibility.md).
-        "cpu": ["tensorflow-cpu>=2.12,<2.22"],
-        "gpu": ["tensorflow>=2.12,<2.22"],
+        "cpu": ["tensorflow-cpu>=2.12,<2.23"],
+        "gpu": ["tensorflow>=2.12,<2.23"],
         "test": ["pytest"],
         # benchmarks/sweep.py's plot (the tables are written without it).
         "bench": ["matplotlib"],

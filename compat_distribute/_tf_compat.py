@@ -3,7 +3,7 @@
 ``_tf_private`` holds the names TensorFlow keeps private
 (``tensorflow.python.*`` modules, ``Graph._*`` attributes).  This module, its
 sibling, holds the rest of what differs between the supported versions
-(TensorFlow 2.12 to 2.21): the range check made on first import, and the
+(TensorFlow 2.12 to 2.22): the range check made on first import, and the
 names the package uses from ``tf.__internal__`` (TensorFlow's API for its own
 satellite packages, which it renames without deprecation) or from public
 modules that were renamed.  Every choice is made by feature detection.
@@ -30,20 +30,23 @@ Names used:
   it), ``tf.Variable`` from 2.13.  Detected by building one resource variable
   in a throwaway graph, which does not start TensorFlow's runtime.
 
->>> OLDEST_SUPPORTED <= tensorflow_version() < NEWEST_SUPPORTED_EXCLUSIVE
+>>> tensorflow_version() >= OLDEST_SUPPORTED
 True
+>>> SUPPORTED_RANGE
+'>=2.12,<2.23'
 """
 from __future__ import annotations
 
 import re
+import sys
 import warnings
 from typing import Any, Callable
 
 import tensorflow as tf
 
 OLDEST_SUPPORTED = (2, 12)
-NEWEST_SUPPORTED_EXCLUSIVE = (2, 22)
-SUPPORTED_RANGE = ">=2.12,<2.22"
+NEWEST_SUPPORTED_EXCLUSIVE = (2, 23)
+SUPPORTED_RANGE = ">=2.12,<2.23"
 
 
 class UnsupportedTensorFlowWarning(UserWarning):
@@ -68,14 +71,48 @@ def parse_version(version: str) -> tuple[int, int]:
   return int(match.group(1)), int(match.group(2))
 
 
+def _is_loading_frame(frame: Any) -> bool:
+  """Whether ``frame`` is the package's own code or Python's import
+  machinery: a frame the warning about the TensorFlow version must not
+  name."""
+  names = (frame.f_globals.get("__name__") or "",
+           getattr(frame.f_globals.get("__spec__"), "name", None) or "")
+  return frame.f_code.co_filename.startswith("<frozen importlib") or any(
+      name.split(".")[0] in ("importlib", "compat_distribute")
+      for name in names)
+
+
+def _stacklevel_of_first_outside_frame() -> int:
+  """``warnings.warn``'s ``stacklevel``, for a warning issued by this
+  function's caller, that names the first frame out of the package and the
+  import machinery: the user's line whose import (or ``install()`` call)
+  loaded the package's TensorFlow-dependent modules.  Where every frame is
+  the package's, the outermost one.
+
+  ``warnings`` itself steps over the frames of ``importlib._bootstrap*``
+  when it counts ``stacklevel``; they are not counted here either.
+  """
+  frame, level = sys._getframe(1), 1  # pylint: disable=protected-access
+  while frame.f_back is not None and _is_loading_frame(frame):
+    frame = frame.f_back
+    name = frame.f_code.co_filename
+    if not ("importlib" in name and "_bootstrap" in name):
+      level += 1
+  return level
+
+
 def check_supported(version: str) -> None:
-  """Refuses a TensorFlow older than 2.12; warns about one newer than 2.21.
+  """Refuses a TensorFlow older than 2.12; warns about one newer than 2.22.
+
+  The warning names the caller's line outside the package and the import
+  machinery (the user's ``import compat_distribute.v2``), not a line of the
+  package.
 
   >>> check_supported("2.12.1")
   >>> check_supported("2.11.0")
   Traceback (most recent call last):
   ...
-  ImportError: compat_distribute needs TensorFlow >=2.12,<2.22, but TensorFlow 2.11.0 is installed. Upgrade it, e.g. `pip install "tensorflow-cpu>=2.12,<2.22"` (or "tensorflow>=2.12,<2.22").
+  ImportError: compat_distribute needs TensorFlow >=2.12,<2.23, but TensorFlow 2.11.0 is installed. Upgrade it, e.g. `pip install "tensorflow-cpu>=2.12,<2.23"` (or "tensorflow>=2.12,<2.23").
 
   Raises:
     ImportError: ``version`` is older than the oldest supported minor.
@@ -93,7 +130,8 @@ def check_supported(version: str) -> None:
         f"TensorFlow {version} is installed and may have moved names it "
         "uses. If something fails, install a supported version "
         f"(`pip install \"tensorflow-cpu{SUPPORTED_RANGE}\"`) or a newer "
-        "compat_distribute.", UnsupportedTensorFlowWarning, stacklevel=2)
+        "compat_distribute.", UnsupportedTensorFlowWarning,
+        stacklevel=_stacklevel_of_first_outside_frame())
 
 
 def tensorflow_version() -> tuple[int, int]:

@@ -6,7 +6,9 @@ public names that differ between versions), so that a TensorFlow upgrade
 that moves one of these names breaks exactly one file.
 
 Private names used (each present on every supported TensorFlow, 2.12 to
-2.21; names that moved between versions say where they live on which):
+2.22; names that moved between versions say where they live on which).
+Checked again on 2.22.0rc0 and on the 2.23 nightly 2.23.0.dev20261026:
+every name below is there, with the signature it has on 2.21.
 
 * ``Graph._distribution_strategy_stack`` -- the per-graph, per-thread stack
   whose top entry ``tf.distribute.get_strategy()``,

@@ -11,7 +11,10 @@ in tox on every minor.
 """
 import ast
 import configparser
+import json
+import os
 import pathlib
+import re
 import subprocess
 import sys
 import textwrap
@@ -30,12 +33,13 @@ def test_parse_version_takes_major_and_minor():
   assert _tf_compat.parse_version("2.16.0-rc0") == (2, 16)
   assert _tf_compat.parse_version("2.22.0.dev20260101") == (2, 22)
   with pytest.raises(ValueError, match=r"'nightly' does not start with "
-                     r"MAJOR\.MINOR.*>=2\.12,<2\.22"):
+                     r"MAJOR\.MINOR.*>=2\.12,<2\.23"):
     _tf_compat.parse_version("nightly")
 
 
 @pytest.mark.parametrize("version", ["2.12.0", "2.12.1", "2.15.0.post1",
-                                     "2.16.2", "2.21.0", "2.21.9"])
+                                     "2.16.2", "2.21.0", "2.22.0rc0",
+                                     "2.22.0", "2.22.1"])
 def test_supported_versions_pass_silently(version):
   with warnings.catch_warnings():
     warnings.simplefilter("error")
@@ -48,24 +52,33 @@ def test_older_versions_are_refused(version):
     _tf_compat.check_supported(version)
   message = str(info.value)
   assert f"TensorFlow {version} is installed" in message
-  assert ">=2.12,<2.22" in message
-  assert 'pip install "tensorflow-cpu>=2.12,<2.22"' in message
+  assert ">=2.12,<2.23" in message
+  assert 'pip install "tensorflow-cpu>=2.12,<2.23"' in message
 
 
-@pytest.mark.parametrize("version", ["2.22.0", "2.30.1", "3.0.0"])
+@pytest.mark.parametrize("version", ["2.23.0", "2.23.0.dev20261026",
+                                     "2.30.1", "3.0.0"])
 def test_newer_versions_warn(version):
   with pytest.warns(_tf_compat.UnsupportedTensorFlowWarning) as record:
     _tf_compat.check_supported(version)
   message = str(record[0].message)
   assert f"TensorFlow {version} is installed" in message
-  assert ">=2.12,<2.22" in message
+  assert ">=2.12,<2.23" in message
 
 
-def test_running_version_is_in_range():
+def test_running_version_imports_as_its_place_in_the_range_says(tmp_path):
+  # Inside the range (every tfNNN env): the import is silent.  Newer (the
+  # nightly canary): one warning naming the running version, at the user's
+  # import line.  Older is refused before anything runs here.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   running = _tf_compat.parse_version(tf.__version__)
   assert _tf_compat.OLDEST_SUPPORTED <= running
-  assert running < _tf_compat.NEWEST_SUPPORTED_EXCLUSIVE
+  caught = _warnings_of_script(tmp_path, {"main.py": "import compat_distribute.v2\n"})
+  if running < _tf_compat.NEWEST_SUPPORTED_EXCLUSIVE:
+    assert caught == []
+  else:
+    assert caught == [[str(tmp_path / "main.py"), 1,
+                       f"TensorFlow {tf.__version__} is installed"]]
 
 
 def _import_with_faked_version(version):
@@ -104,7 +117,7 @@ def _inherited_env():
 
 def test_import_under_too_old_tensorflow_raises():
   out = _import_with_faked_version("2.11.0")
-  assert "ImportError: compat_distribute needs TensorFlow >=2.12,<2.22, but " \
+  assert "ImportError: compat_distribute needs TensorFlow >=2.12,<2.23, but " \
          "TensorFlow 2.11.0 is installed." in out
   assert "imported" not in out.replace("ImportError", "")
 
@@ -114,6 +127,74 @@ def test_import_under_too_new_tensorflow_warns_once():
   assert "imported" in out
   assert "warnings: 1" in out
   assert "TensorFlow 2.23.0 is installed" in out
+
+
+# -- the warning names the user's line ------------------------------------------
+
+# Runs main.py of ``files`` (written to ``folder``) in a fresh process and
+# returns each UnsupportedTensorFlowWarning as [filename, lineno, message
+# part]; FAKE_VERSION, if given, replaces tf.__version__ before the package
+# loads.
+_RECORDER = """
+import json, runpy, sys, warnings
+with warnings.catch_warnings(record=True) as caught:
+  warnings.simplefilter("always")
+  if len(sys.argv) > 2:
+    import tensorflow as tf
+    tf.__version__ = sys.argv[2]
+  runpy.run_path(sys.argv[1], run_name="__main__")
+import tensorflow as tf
+print(json.dumps([[w.filename, w.lineno,
+                   f"TensorFlow {tf.__version__} is installed"]
+                  for w in caught
+                  if w.category.__name__ == "UnsupportedTensorFlowWarning"
+                  and f"TensorFlow {tf.__version__} is installed"
+                  in str(w.message)]))
+"""
+
+
+def _warnings_of_script(folder, files, fake_version=None):
+  for name, text in files.items():
+    (folder / name).write_text(text)
+  result = subprocess.run(
+      [sys.executable, "-c", _RECORDER, str(folder / "main.py"),
+       *([fake_version] if fake_version else [])],
+      capture_output=True, text=True, timeout=300, cwd=str(ROOT),
+      env={**_inherited_env(), "TF_CPP_MIN_LOG_LEVEL": "3",
+           "PYTHONPATH": str(folder) + os.pathsep + str(ROOT)})
+  assert result.returncode == 0, result.stderr[-3000:]
+  return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("statement", [
+    "import compat_distribute.v2",
+    "from compat_distribute import v1 as distribute",
+    "import compat_distribute; compat_distribute.install()",
+])
+def test_warning_names_the_line_that_first_loads_the_package(tmp_path,
+                                                             statement):
+  caught = _warnings_of_script(
+      tmp_path, {"main.py": f"import os\n\n{statement}\n"}, "2.23.0")
+  assert caught == [[str(tmp_path / "main.py"), 3,
+                     "TensorFlow 2.23.0 is installed"]]
+
+
+def test_warning_names_the_import_in_the_users_own_module(tmp_path):
+  # The import runs in a module of the user's that main.py imports: the
+  # warning names that module's line, not main.py's and not the package's.
+  caught = _warnings_of_script(tmp_path, {
+      "main.py": "import user_helpers\nuser_helpers.setup()\n",
+      "user_helpers.py": ("def setup():\n"
+                          "  from compat_distribute import v2\n"
+                          "  return v2\n")}, "2.30.1")
+  assert caught == [[str(tmp_path / "user_helpers.py"), 2,
+                     "TensorFlow 2.30.1 is installed"]]
+
+
+def test_warning_called_directly_names_the_caller():
+  with pytest.warns(_tf_compat.UnsupportedTensorFlowWarning) as record:
+    _tf_compat.check_supported("2.23.0")
+  assert record[0].filename == __file__
 
 
 # -- the range is declared once ------------------------------------------------
@@ -149,27 +230,68 @@ def _minors():
   return [(major, minor) for minor in range(oldest, newest_exclusive)]
 
 
+def _label(name):
+  labels = _tox()["tox"]["labels"]
+  line = next(line for line in labels.splitlines()
+              if line.strip().startswith(name))
+  return [n.strip() for n in line.split("=", 1)[1].split(",")]
+
+
+def _pinned_versions():
+  """{(major, minor): the tensorflow-cpu version its tfNNN env pins}."""
+  pins = re.findall(r"^\s*tf(\d)(\d+): tensorflow-cpu==(\S+)$",
+                    _tox()["testenv"]["deps"], re.MULTILINE)
+  return {(int(a), int(b)): version for a, b, version in pins}
+
+
+def _is_release(version):
+  return re.fullmatch(r"[\d.]+(\.post\d+)?", version) is not None
+
+
 def test_tox_has_one_environment_per_supported_minor():
-  tox = _tox()
-  labels = tox["tox"]["labels"]
-  matrix = next(line for line in labels.splitlines()
-                if line.strip().startswith("matrix"))
-  names = [n.strip() for n in matrix.split("=", 1)[1].split(",")]
-  assert names == [f"tf{a}{b}" for a, b in _minors()]
-  deps = tox["testenv"]["deps"]
-  for major, minor in _minors():
-    assert f"tf{major}{minor}: tensorflow-cpu=={major}.{minor}." in deps
-  envlist = [n.strip() for n in tox["tox"]["envlist"].split(",")]
-  first, last = _minors()[0], _minors()[-1]
-  assert set(envlist) == {"tf%d%d" % first, "tf%d%d" % last}
+  assert _label("matrix") == [f"tf{a}{b}" for a, b in _minors()]
+  pins = _pinned_versions()
+  assert sorted(pins) == _minors()
+  for (major, minor), version in pins.items():
+    assert _tf_compat.parse_version(version) == (major, minor)
+
+
+def test_default_tox_runs_the_oldest_and_the_newest_released_minor():
+  # A minor still at its release candidate is in the matrix and in
+  # `between`, not in the default: `tox` runs what users can install.
+  pins = _pinned_versions()
+  released = [minor for minor in _minors() if _is_release(pins[minor])]
+  envlist = [n.strip() for n in _tox()["tox"]["envlist"].split(",")]
+  oldest, newest = _minors()[0], released[-1]
+  assert set(envlist) == {"tf%d%d" % oldest, "tf%d%d" % newest}
+  assert _label("between") == [
+      "tf%d%d-core" % minor for minor in _minors()
+      if minor not in (oldest, newest)]
 
 
 def test_tox_installs_tf_keras_of_the_same_minor():
+  # The release of that minor; for a minor with no tf-keras release yet
+  # (2.22 at its release candidate), a tf-keras nightly of that minor.
   pre = _tox()["testenv"]["commands_pre"]
+  pins = _pinned_versions()
   for line in pre.strip().splitlines():
     factor, command = line.split(":", 1)
-    minor = factor.strip()[len("tf2"):]
-    assert f"tf-keras==2.{minor}." in command, line
+    minor = int(factor.strip()[len("tf2"):])
+    package = "tf-keras" if _is_release(pins[(2, minor)]) else (
+        "tf-keras-nightly")
+    assert f" {package}==2.{minor}." in command, line
+    assert "--no-deps" in command, line
+
+
+def test_nightly_canary_runs_the_core_outside_the_default():
+  tox = _tox()
+  nightly = tox["testenv:nightly"]
+  assert "nightly" not in tox["tox"]["envlist"]
+  assert nightly["commands"].strip() == (
+      "pytest -q -p no:cacheprovider {posargs:{[core]tests}}")
+  assert nightly["commands_pre"].strip() == "python tools/install_nightly.py"
+  # No released TensorFlow beside the nightly: no extra pulls one in.
+  assert nightly["extras"].strip() == ""
 
 
 # -- one door for what moves between versions ----------------------------------

@@ -4,7 +4,7 @@ Runs the test suite under tox on each TensorFlow minor and prints one
 Markdown row per version: TensorFlow, the Keras it runs with, tf-keras,
 which tests ran, and pytest's counts.
 
-    python tools/compatibility_table.py                 # the full suite, all ten
+    python tools/compatibility_table.py                 # the full suite, all eleven
     python tools/compatibility_table.py tf213 tf214     # only these envs
     python tools/compatibility_table.py --core          # the differential core
 
@@ -20,7 +20,7 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-MINORS = range(12, 22)
+MINORS = range(12, 23)
 _PROBE = ("import importlib.util, tensorflow as tf, keras\n"
           "legacy = importlib.util.find_spec('tf_keras')\n"
           "print(tf.__version__, keras.__version__,\n"
@@ -58,7 +58,7 @@ def run_row(env: str) -> str:
 
 def main(argv: list[str]) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("envs", nargs="*", help="tox envs (default: tf212..tf221)")
+  parser.add_argument("envs", nargs="*", help="tox envs (default: tf212..tf222)")
   parser.add_argument("--core", action="store_true",
                       help="run the differential core (tfNNN-core envs)")
   args = parser.parse_args(argv)
