@@ -118,6 +118,13 @@ every name below is there, with the signature it has on 2.21.
   sets its ``is_recording_distribution_strategy`` so that only replica 0
   writes summaries (TensorFlow's rule), and replica worker threads take the
   caller's writer, step and ``record_if`` condition, which are thread-local.
+* ``tensorflow.python.tpu.tpu_strategy_util.get_initialized_tpu_systems`` --
+  the TPU systems this process has initialized (``tf.tpu.experimental.
+  initialize_tpu_system`` records them there; there is no public query).
+  ``auto_strategy`` picks a TPU strategy when one is initialized, and does
+  not initialize it a second time (which would reset it).  Present on 2.12
+  to 2.22 and the 2.23 nightly; where it is missing, none counts as
+  initialized.
 * ``tensorflow.python.distribute.input_lib.DistributedDataset`` (its name and
   module only, never the class) -- Keras 3 (``keras.src.trainers.
   data_adapters.is_tf_dataset``, checked in Keras 3.15) accepts a distributed
@@ -496,6 +503,20 @@ def summary_state() -> Any:
   """The calling thread's summary state: ``writer``, ``step``,
   ``is_recording`` and ``is_recording_distribution_strategy``."""
   return _summary_ops_v2._summary_state  # pylint: disable=protected-access
+
+
+def initialized_tpu_systems() -> dict[Any, Any]:
+  """The TPU systems this process has initialized, by name (a copy).
+
+  >>> initialized_tpu_systems()
+  {}
+  """
+  try:
+    from tensorflow.python.tpu import tpu_strategy_util  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    return {}
+  systems = getattr(tpu_strategy_util, "get_initialized_tpu_systems", None)
+  return dict(systems()) if systems is not None else {}
 
 
 class KerasDistributedDatasetMarker:

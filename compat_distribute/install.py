@@ -11,7 +11,14 @@ TensorFlow name                                                      replaced by
 ``tf.compat.v1.distribute.OneDeviceStrategy``                        ``compat_distribute.v1.OneDeviceStrategy``
 ``tf.compat.v1.distribute.experimental.CentralStorageStrategy``      ``compat_distribute.v1.experimental.CentralStorageStrategy``
 ``tf.compat.v1.distribute.experimental.ParameterServerStrategy``     ``compat_distribute.v1.experimental.ParameterServerStrategy``
+``tf.distribute.experimental.auto_strategy`` (TensorFlow 2.23 on)    ``compat_distribute.v2.experimental.auto_strategy``
 ===================================================================  ==================================================
+
+``auto_strategy`` is replaced only where TensorFlow has it: ``install()``
+replaces TensorFlow's names and adds none, so on TensorFlow 2.12-2.22
+``tf.distribute.experimental`` stays without it (a program that asks
+``hasattr`` what its TensorFlow offers still gets the true answer), and
+``compat_distribute.v2.experimental.auto_strategy`` is the way to it there.
 
 Every other spelling of these names is replaced too.  TensorFlow's public
 API is a tree of module objects, and one class appears in several of them:
@@ -77,6 +84,15 @@ _TARGETS: tuple[tuple[str, str, str, str], ...] = (
      "compat_distribute.v1.experimental", "ParameterServerStrategy"),
 )
 
+# Names only some TensorFlow versions have (auto_strategy: 2.23 on), in the
+# same form: replaced where the running TensorFlow has them, never added.
+_TARGETS_WHERE_PRESENT: tuple[tuple[str, str, str, str], ...] = (
+    ("distribute.experimental", "auto_strategy",
+     "compat_distribute.v2.experimental", "auto_strategy"),
+    ("compat.v2.distribute.experimental", "auto_strategy",
+     "compat_distribute.v2.experimental", "auto_strategy"),
+)
+
 _lock = threading.RLock()
 # While installed: one (module object, attribute, original value) per name
 # replaced, in the order replaced.  None while not installed.
@@ -94,6 +110,13 @@ def _tf_module(path: str) -> Any:
   for part in path.split("."):
     module = getattr(module, part)
   return module
+
+
+def _targets() -> tuple[tuple[str, str, str, str], ...]:
+  """``_TARGETS``, and those of ``_TARGETS_WHERE_PRESENT`` that the running
+  TensorFlow has."""
+  return _TARGETS + tuple(target for target in _TARGETS_WHERE_PRESENT
+                          if hasattr(_tf_module(target[0]), target[1]))
 
 
 def _is_api_name(name: Any) -> bool:
@@ -287,7 +310,7 @@ def install() -> Installation:
     if _originals is not None:
       return Installation(swapped=False)
     replacements, register = {}, []
-    for tf_path, attr, our_module, our_attr in _TARGETS:
+    for tf_path, attr, our_module, our_attr in _targets():
       ours = _our_class(our_module, our_attr)
       module = _tf_module(tf_path)
       native = getattr(module, attr)
@@ -349,4 +372,4 @@ def installed_names() -> dict[str, Any]:
   'tf.compat.v1.distribute.OneDeviceStrategy'
   """
   return {f"tf.{tf_path}.{attr}": getattr(_tf_module(tf_path), attr)
-          for tf_path, attr, _, _ in _TARGETS}
+          for tf_path, attr, _, _ in _targets()}

@@ -29,6 +29,13 @@ NAMES = {
     "tf.compat.v1.distribute.experimental.ParameterServerStrategy":
         ("v1", "experimental.ParameterServerStrategy"),
 }
+# TensorFlow 2.23 on: auto_strategy too (where TensorFlow lacks it, install()
+# adds no name; tests/test_auto_strategy.py).
+if hasattr(tf.distribute.experimental, "auto_strategy"):
+  NAMES.update({
+      f"tf.{path}.auto_strategy": ("v2", "experimental.auto_strategy")
+      for path in ("distribute.experimental",
+                   "compat.v2.distribute.experimental")})
 
 
 def resolve(dotted):
