@@ -24,7 +24,7 @@ import subprocess
 import sys
 from typing import Optional
 
-from pip._vendor.packaging.version import Version  # pylint: disable=import-error
+from packaging.version import Version  # pytest requires packaging
 
 TENSORFLOW_NIGHTLIES = ("tf-nightly", "tf-nightly-cpu")
 
