@@ -159,13 +159,13 @@ def test_missing_script_in_process(capsys):
 
 @pytest.mark.parametrize("argv,code,expected", [
     ([], 2, "python -m compat_distribute: error: a command is required: "
-     "run or demo"),
+     "run, serve or demo"),
     (["run"], 2, "python -m compat_distribute: error: run needs the SCRIPT "
      "to run"),
     (["--help"], 0, "usage: python -m compat_distribute run SCRIPT"),
     (["run", "--help"], 0, "usage: python -m compat_distribute run SCRIPT"),
     (["frobnicate"], 2, "python -m compat_distribute: error: unknown command "
-     "'frobnicate' (choose from 'run', 'demo')"),
+     "'frobnicate' (choose from 'run', 'serve', 'demo')"),
 ])
 def test_command_line_usage(capsys, argv, code, expected):
   """A usage error: the short usage, then one message, status 2 (as

@@ -2,7 +2,7 @@
 ``tf.distribute.experimental``; other names resolve to TensorFlow's own."""
 import tensorflow as _tf
 
-from compat_distribute.strategies.central_storage import CentralStorageStrategy
+from compat_distribute.cluster.central_storage import CentralStorageStrategy
 from compat_distribute.input import ValueContext
 
 __all__ = ["CentralStorageStrategy", "ValueContext"]
