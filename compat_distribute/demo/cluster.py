@@ -42,7 +42,7 @@ def progress_line(label: str, progress: dict[int, tuple]) -> str:
 
 def _read_progress(process: Any) -> Any:
   last = None
-  for line in local_cluster._read(process.err).splitlines():  # pylint: disable=protected-access
+  for line in local_cluster.read_log(process.err).splitlines():
     if line.startswith(_PROGRESS):
       last = line
   return json.loads(last[len(_PROGRESS):]) if last else None

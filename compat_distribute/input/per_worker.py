@@ -160,13 +160,31 @@ def distribute_datasets_from_function(workers: InputWorkers,
                                     workers.num_replicas_in_sync)
     dataset = build.call_input_fn(local, dataset_fn, method, context=context)
     layout, pipeline = build.stream_pipeline(local, dataset, settings)
-    cardinality = build.cardinality(dataset)
+    with tf.device(host):  # where the dataset is
+      cardinality = build.cardinality(dataset)
     parts.append(dataset_lib.DistributedDataset(
         layout, pipeline, cardinality,
         partial_rounds=build.partial_rounds_wanted(local, dataset,
                                                    cardinality),
         strategy=workers.strategy))
   return MultiWorkerDataset(tuple(parts), workers.strategy)
+
+
+def _wait_until_made(iterators: Sequence[iterator_lib.DistributedIterator]
+                     ) -> None:
+  """Returns once every worker has made its iterator.
+
+  Eager ops on a remote worker go down one ordered stream, but a
+  ``tf.function`` call reaches the worker another way: one that uses an
+  iterator at once could run before the worker made it ("the iterator has
+  not been initialized", measured with TensorFlow 2.21).  Reading a value
+  that depends on each iterator, after those ops in their stream, waits for
+  them.
+  """
+  for iterator in iterators:
+    for handle in tf.nest.flatten(iterator._host, expand_composites=True):  # pylint: disable=protected-access
+      if handle.dtype == tf.resource:
+        tf.raw_ops.IteratorGetDevice(resource=handle).numpy()
 
 
 # -- joining the workers' steps ------------------------------------------------
@@ -222,8 +240,10 @@ class MultiWorkerDataset(tf.distribute.DistributedDataset, _CompositeTensor,
     return [p._layout.num_replicas for p in self._parts]  # pylint: disable=protected-access
 
   def __iter__(self) -> "MultiWorkerIterator":
-    return MultiWorkerIterator(tuple(iter(p) for p in self._parts),
-                               self._strategy)
+    parts = tuple(iter(p) for p in self._parts)
+    if tf.executing_eagerly():
+      _wait_until_made(parts)
+    return MultiWorkerIterator(parts, self._strategy)
 
   @property
   def element_spec(self) -> SpecNest:
