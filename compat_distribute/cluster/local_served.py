@@ -105,11 +105,13 @@ class ServedCluster:
     return self
 
   def start_chief(self, script: str, args: Sequence[str] = (),
-                  env: Optional[dict[str, str]] = None) -> subprocess.Popen:
-    """Starts ``python -m compat_distribute run SCRIPT ARGS`` as the chief."""
-    self._chief = self._popen(
-        [sys.executable, "-m", "compat_distribute", "run", script, *args],
-        "chief", 0, env)
+                  env: Optional[dict[str, str]] = None,
+                  installed: bool = True) -> subprocess.Popen:
+    """Starts ``python -m compat_distribute run SCRIPT ARGS`` as the chief
+    (``installed=False``: ``python SCRIPT ARGS``)."""
+    runner = ["-m", "compat_distribute", "run"] if installed else []
+    self._chief = self._popen([sys.executable, *runner, script, *args],
+                              "chief", 0, env)
     return self._chief
 
   def collect(self, process: subprocess.Popen,
@@ -119,9 +121,11 @@ class ServedCluster:
 
   def run_chief(self, script: str, args: Sequence[str] = (),
                 timeout: float = 180.0,
-                env: Optional[dict[str, str]] = None) -> local.TaskResult:
+                env: Optional[dict[str, str]] = None,
+                installed: bool = True) -> local.TaskResult:
     """``start_chief`` then ``collect``."""
-    return self.collect(self.start_chief(script, args, env), timeout)
+    return self.collect(self.start_chief(script, args, env, installed),
+                        timeout)
 
   def wait_servers(self, timeout: float = 30.0) -> dict[str, local.TaskResult]:
     """Waits (bounded) for every serve process to end by itself."""
