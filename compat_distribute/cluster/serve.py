@@ -165,15 +165,13 @@ def parse_args(argv: Sequence[str]) -> float:
   return seconds
 
 
-class _Stop(Exception):
-  def __init__(self, signum: int) -> None:
-    super().__init__(signum)
-    self.signum = signum
+# The signal that asked this process to stop, once one did.
+_stop_signal: list[int] = []
 
 
-def _raise_stop(signum: int, frame: object) -> None:
+def _note_stop(signum: int, frame: object) -> None:
   del frame
-  raise _Stop(signum)
+  _stop_signal.append(signum)
 
 
 def _say(message: str) -> None:
@@ -187,8 +185,8 @@ def serve(task: ServedTask, client_wait: float) -> None:
   server cannot be stopped, and its teardown at exit may block, so the
   process ends at once (``os._exit``) after flushing its output."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  signal.signal(signal.SIGTERM, _raise_stop)
-  signal.signal(signal.SIGINT, _raise_stop)
+  signal.signal(signal.SIGTERM, _note_stop)
+  signal.signal(signal.SIGINT, _note_stop)
   # The client's "done" file lands in this process's working folder.
   workdir = tempfile.mkdtemp(prefix="compat_distribute-serve-")
   os.chdir(workdir)
@@ -203,11 +201,9 @@ def serve(task: ServedTask, client_wait: float) -> None:
     _say("WARNING: this server answers anyone who reaches its port, without "
          "authentication; run it only on a trusted network")
     status = _watch(server, task, client_wait)
-  except _Stop as stop:
-    _say(f"stopped by signal {stop.signum}")
-    status = 128 + stop.signum
-  os.chdir(os.path.dirname(workdir))
-  shutil.rmtree(workdir, ignore_errors=True)
+  finally:
+    os.chdir(os.path.dirname(workdir))
+    shutil.rmtree(workdir, ignore_errors=True)
   sys.stdout.flush()
   sys.stderr.flush()
   os._exit(status)  # pylint: disable=protected-access
@@ -218,6 +214,9 @@ def _watch(server: object, task: ServedTask, client_wait: float) -> int:
   start = time.monotonic()
   came, misses = False, 0
   while True:
+    if _stop_signal:
+      _say(f"stopped by signal {_stop_signal[0]}")
+      return 128 + _stop_signal[0]
     if os.path.exists(remote.DONE_FILE):
       _say("the chief says its job is done; stopping")
       # Let the chief close its connections first (bounded).

@@ -14,8 +14,9 @@ and hands the work to one module:
 * ``contexts``  -- ``InputContext`` and ``ValueContext``;
 * ``options``   -- checking ``tf.distribute.InputOptions``;
 * ``workers``   -- ``InputWorkers``, what the strategy tells the input;
-* ``per_worker`` -- replicas on several workers of a cluster: a pipeline on
-  each worker.
+* ``per_worker`` / ``multi_worker`` -- replicas on several workers of a
+  cluster: a pipeline on each worker, and the dataset and iterator that
+  join their steps.
 
 ``workers`` is the ``InputWorkers`` the strategy hands in (``workers``):
 its replicas' devices, the input host, the strategy whose scope the input
