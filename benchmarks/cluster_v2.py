@@ -54,10 +54,14 @@ def _data():
 def _trainer(strategy, dataset_maker):
   """A function running ``n`` steps of the step on ``strategy``."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  total = tf.VariableAggregation.SUM  # the replicas' gradients add up
   with strategy.scope():
-    w1 = tf.Variable(tf.random.stateless_normal([FEATURES, 256], [1, 2]) * .1)
-    w2 = tf.Variable(tf.random.stateless_normal([256, 256], [3, 4]) * .1)
-    w3 = tf.Variable(tf.random.stateless_normal([256, 1], [5, 6]) * .1)
+    w1 = tf.Variable(tf.random.stateless_normal([FEATURES, 256], [1, 2]) * .1,
+                     aggregation=total)
+    w2 = tf.Variable(tf.random.stateless_normal([256, 256], [3, 4]) * .1,
+                     aggregation=total)
+    w3 = tf.Variable(tf.random.stateless_normal([256, 1], [5, 6]) * .1,
+                     aggregation=total)
   weights = [w1, w2, w3]
   iterator = iter(dataset_maker(strategy))
 
