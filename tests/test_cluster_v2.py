@@ -130,7 +130,12 @@ def test_keras_fit_matches_two_local_replicas_and_restores_after_restart(
   assert_servers_ended_told(servers)
 
 
-def test_killed_worker_is_named_within_seconds(tmp_path):
+@pytest.mark.parametrize("job,index,survivors", [
+    ("worker", 1, ("/job:worker/task:0", "/job:ps/task:0")),
+    ("ps", 0, ("/job:worker/task:0", "/job:worker/task:1")),
+])
+def test_killed_task_is_named_within_seconds(tmp_path, job, index,
+                                             survivors):
   on_cluster, _ = write_programs(tmp_path, "train_loop.py")
   with local_served.ServedCluster(2, 1, env=ENV) as cluster:
     chief = cluster.start_chief(on_cluster, ["1000000"])
@@ -139,7 +144,7 @@ def test_killed_worker_is_named_within_seconds(tmp_path):
       assert chief.poll() is None and time.monotonic() < deadline, (
           local_cluster.read_log(chief.err)[-3000:])
       time.sleep(0.1)
-    cluster.kill_server("worker", 1)
+    cluster.kill_server(job, index)
     killed = time.monotonic()
     result = cluster.collect(chief, 60)
     took = time.monotonic() - killed
@@ -147,8 +152,8 @@ def test_killed_worker_is_named_within_seconds(tmp_path):
   assert result.returncode == 1 and not result.timed_out
   assert took < 20, took
   assert "UnavailableError" in result.stderr
-  assert "/job:worker/replica:0/task:1" in result.stderr
-  for task in ("/job:worker/task:0", "/job:ps/task:0"):
+  assert f"/job:{job}/replica:0/task:{index}" in result.stderr
+  for task in survivors:
     assert others[task].returncode == 0, others[task].stdout
 
 
