@@ -188,5 +188,5 @@ def test_usage_error_in_a_subprocess_exits_2():
   assert result.returncode == 2
   assert result.stderr.startswith("usage: python -m compat_distribute run")
   assert result.stderr.endswith("error: unknown command 'frobnicate' (choose "
-                                "from 'run', 'demo')\n")
+                                "from 'run', 'serve', 'demo')\n")
   assert "``" not in result.stderr
