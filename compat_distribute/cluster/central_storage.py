@@ -142,7 +142,7 @@ class ClusterMethods:
   """What the cluster-aware v1 and v2 classes add to the single-machine
   ones: the ``cluster_resolver`` argument and property, copies, repr."""
 
-  _reads_tf_config = True
+  _reads_tf_config: bool = True
 
   def __init__(self, compute_devices: Optional[Sequence[str]] = None,
                parameter_device: Optional[str] = None,
