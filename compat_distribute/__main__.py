@@ -7,6 +7,10 @@
     ``OneDeviceStrategy`` and ``CentralStorageStrategy`` names (v1 and v2)
     and the v1 ``ParameterServerStrategy`` are the shim's, in every
     spelling.
+``serve [--client-wait SECONDS]``
+    Runs this task's TensorFlow server (a ``worker`` or ``ps`` of
+    ``TF_CONFIG``) for a ``CentralStorageStrategy`` program whose ``chief``
+    runs under ``run``; ends when the chief is done.  ``serve --help``.
 ``demo [--strategy ...] [--replicas N] [--epochs N] [--api v1|v2] [--cluster WxP]``
     Trains a small classifier under the shim and under native TensorFlow and
     prints the two side by side; ``demo --help`` lists the flags.
@@ -25,6 +29,7 @@ from typing import Optional, Sequence
 PROG = "python -m compat_distribute"
 SHORT_USAGE = f"""\
 usage: {PROG} run SCRIPT [ARGS...]
+       {PROG} serve [--client-wait SECONDS]
        {PROG} demo [FLAGS...]
 """
 USAGE = f"""\
@@ -32,7 +37,11 @@ USAGE = f"""\
   run   run SCRIPT as 'python SCRIPT ARGS...' does, with TensorFlow's
         OneDeviceStrategy and CentralStorageStrategy (tf.distribute and
         tf.compat.v1.distribute) and tf.compat.v1's ParameterServerStrategy
-        replaced by compat_distribute's, in every spelling
+        replaced by compat_distribute's, in every spelling; with TF_CONFIG
+        naming this task 'chief', a TF2 CentralStorageStrategy runs on the
+        cluster's workers and ps tasks
+  serve run this task's server for that cluster (TF_CONFIG: a 'worker' or
+        'ps' task); ends when the chief is done; 'serve --help'
   demo  train a small classifier under compat_distribute and under native
         TensorFlow and compare loss and time per step; 'demo --help' lists
         its flags (--strategy, --replicas, --epochs, --api v1|v2, ...), and
@@ -123,7 +132,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   """Entry point of ``python -m compat_distribute``; returns the exit code."""
   argv = list(sys.argv[1:] if argv is None else argv)
   if not argv:
-    return _usage_error("a command is required: run or demo")
+    return _usage_error("a command is required: run, serve or demo")
   if argv[0] in ("-h", "--help", "help"):
     sys.stdout.write(USAGE)
     return 0
@@ -135,11 +144,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not rest:
       return _usage_error("run needs the SCRIPT to run")
     return run_script(rest[0], rest[1:])
+  if command == "serve":
+    from compat_distribute.cluster import serve  # pylint: disable=g-import-not-at-top
+    return serve.main(rest)
   if command == "demo":
     from compat_distribute.demo import single as demo  # pylint: disable=g-import-not-at-top
     return demo.run_from_command_line([f"{PROG} demo", *rest])
   return _usage_error(f"unknown command {command!r} (choose from 'run', "
-                      "'demo')")
+                      "'serve', 'demo')")
 
 
 if __name__ == "__main__":

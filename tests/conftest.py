@@ -159,3 +159,9 @@ def pytest_unconfigure(config):
     sys.stderr.flush()
     _remove_run_temp_dir()
     os._exit(_EXIT_STATUS[-1])  # pylint: disable=protected-access
+
+
+def pytest_configure(config):
+  config.addinivalue_line(
+      "markers", "cluster: starts TensorFlow server processes on loopback "
+      "(slow); deselect with -m 'not cluster'")

@@ -151,3 +151,22 @@ def test_progress_is_plain_when_output_is_not_a_terminal(monkeypatch):
   assert demo.progress_verbosity() == 2
   monkeypatch.setattr(sys, "stdout", Terminal())
   assert demo.progress_verbosity() == 1
+
+
+@pytest.mark.cluster
+def test_cluster_v2_form_trains_keras_fit_on_served_tasks(tmp_path):
+  """``--cluster 2x1 --api v2``: the Keras program on a chief and 2 worker
+  and 1 ps ``serve`` processes, ours from TF_CONFIG against TensorFlow's
+  strategy with the remote devices by hand: the same losses."""
+  out = tmp_path / "result.json"
+  result = run_demo(*SMALL, "--cluster", "2x1", "--api", "v2", "--json_out",
+                    str(out))
+  assert result.returncode == 0, result.stderr[-4000:]
+  assert "The chief (the demo's training program) listens on" in (
+      result.stdout)
+  assert "no authentication, listening on all interfaces" in result.stdout
+  report = json.loads(out.read_text())
+  assert report["cluster"] == [2, 1] and report["api"] == "v2"
+  np.testing.assert_allclose(report["ours"]["losses"],
+                             report["native"]["losses"], rtol=1e-5)
+  assert "/job:worker/replica:0/task:1/device:CPU:0" in result.stdout

@@ -171,13 +171,13 @@ def test_worker_killed_mid_training_is_reported_in_bounded_time(cluster):
   # Wait until training is under way, then kill worker 1 (its program and
   # its server).
   deadline = time.monotonic() + TIMEOUT
-  while "step 3/" not in local_cluster._read(processes[0].err):
+  while "step 3/" not in local_cluster.read_log(processes[0].err):
     assert time.monotonic() < deadline, "training never started"
-    assert processes[0].poll() is None, local_cluster._read(
+    assert processes[0].poll() is None, local_cluster.read_log(
         processes[0].err)[-3000:]
     time.sleep(0.1)
   killed_at = time.monotonic()
-  local_cluster._stop(processes[1], grace=0)
+  local_cluster.stop_process(processes[1], grace=0)
   cluster.kill_server("worker", 1)
   (survivor,) = cluster.collect(processes[:1], timeout=60)
   elapsed = time.monotonic() - killed_at

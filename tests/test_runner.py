@@ -159,13 +159,13 @@ def test_missing_script_in_process(capsys):
 
 @pytest.mark.parametrize("argv,code,expected", [
     ([], 2, "python -m compat_distribute: error: a command is required: "
-     "run or demo"),
+     "run, serve or demo"),
     (["run"], 2, "python -m compat_distribute: error: run needs the SCRIPT "
      "to run"),
     (["--help"], 0, "usage: python -m compat_distribute run SCRIPT"),
     (["run", "--help"], 0, "usage: python -m compat_distribute run SCRIPT"),
     (["frobnicate"], 2, "python -m compat_distribute: error: unknown command "
-     "'frobnicate' (choose from 'run', 'demo')"),
+     "'frobnicate' (choose from 'run', 'serve', 'demo')"),
 ])
 def test_command_line_usage(capsys, argv, code, expected):
   """A usage error: the short usage, then one message, status 2 (as
@@ -188,5 +188,5 @@ def test_usage_error_in_a_subprocess_exits_2():
   assert result.returncode == 2
   assert result.stderr.startswith("usage: python -m compat_distribute run")
   assert result.stderr.endswith("error: unknown command 'frobnicate' (choose "
-                                "from 'run', 'demo')\n")
+                                "from 'run', 'serve', 'demo')\n")
   assert "``" not in result.stderr

@@ -137,6 +137,22 @@ def _server_main() -> None:
   server.join()
 
 
+def start_process(args: list[str], env_extra: dict[str, str],
+                  logs: list[Any]) -> subprocess.Popen:
+  """Starts ``args`` in a session of its own, its output in two temporary
+  files (``process.out``, ``process.err``, appended to ``logs`` to close)."""
+  env = dict(os.environ, **env_extra)
+  env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  out = tempfile.TemporaryFile(mode="w+")
+  err = tempfile.TemporaryFile(mode="w+")
+  logs += [out, err]
+  process = subprocess.Popen(args, env=env, stdout=out, stderr=err,
+                             stdin=subprocess.DEVNULL,
+                             start_new_session=True)
+  process.out, process.err = out, err  # type: ignore[attr-defined]
+  return process
+
+
 class LocalCluster:
   """``num_ps`` parameter servers and ``num_workers`` worker servers, each a
   ``tf.distribute.Server`` in its own process, on loopback ports.
@@ -166,16 +182,7 @@ class LocalCluster:
   # -- processes ------------------------------------------------------------
 
   def _popen(self, args: list[str], env_extra: dict[str, str]) -> Any:
-    env = dict(os.environ, **env_extra)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    out = tempfile.TemporaryFile(mode="w+")
-    err = tempfile.TemporaryFile(mode="w+")
-    self._logs += [out, err]
-    process = subprocess.Popen(args, env=env, stdout=out, stderr=err,
-                               stdin=subprocess.DEVNULL,
-                               start_new_session=True)
-    process.out, process.err = out, err  # type: ignore[attr-defined]
-    return process
+    return start_process(args, env_extra, self._logs)
 
   def start_server(self, task_type: str, index: int) -> None:
     """Starts one task's server process (not waiting for it)."""
@@ -212,7 +219,7 @@ class LocalCluster:
           raise RuntimeError(
               f"The server of /job:{key[0]}/task:{key[1]} ({address}) exited "
               f"with code {process.returncode} while starting:\n"
-              f"{_read(process.err)[-3000:]}")
+              f"{read_log(process.err)[-3000:]}")
         if port_open(address):
           del pending[key]
       if pending and time.monotonic() > deadline:
@@ -225,7 +232,7 @@ class LocalCluster:
   def kill_server(self, task_type: str, index: int) -> None:
     """Kills one task's server (to test faults)."""
     process = self._servers.pop((task_type, index))
-    _stop(process)
+    stop_process(process)
 
   def target(self, index: int) -> str:
     """The gRPC target of worker ``index``."""
@@ -263,9 +270,9 @@ class LocalCluster:
         process.wait(timeout=max(0.0, deadline - time.monotonic()))
       except subprocess.TimeoutExpired:
         timed_out = True
-        _stop(process)
+        stop_process(process)
       results.append(TaskResult(process.task, process.returncode,
-                                _read(process.out), _read(process.err),
+                                read_log(process.out), read_log(process.err),
                                 timed_out))
     return results
 
@@ -280,7 +287,7 @@ class LocalCluster:
   def stop(self) -> None:
     """Stops every process this cluster started; safe to call twice."""
     for process in self._clients + list(self._servers.values()):
-      _stop(process)
+      stop_process(process)
     self._clients, self._servers = [], {}
     for log in self._logs:
       log.close()
@@ -297,7 +304,8 @@ class LocalCluster:
     self.stop()
 
 
-def _read(log: Any) -> str:
+def read_log(log: Any) -> str:
+  """Everything written to a process's output file so far."""
   try:
     log.seek(0)
     return log.read()
@@ -305,7 +313,7 @@ def _read(log: Any) -> str:
     return ""
 
 
-def _stop(process: subprocess.Popen, grace: float = 3.0) -> None:
+def stop_process(process: subprocess.Popen, grace: float = 3.0) -> None:
   """SIGTERM ``process``'s group, then SIGKILL if it is still there after
   ``grace`` seconds (0: at once)."""
   if process.poll() is None:

@@ -57,45 +57,12 @@ from compat_distribute.variables import shared as replica_variables
 from compat_distribute.api import strategy_v1
 from compat_distribute.variables import central as variables_lib
 
-# Seconds wait_for_cluster waits for the cluster's tasks by default
-# (TensorFlow's Session waits for ever).
-DEFAULT_CLUSTER_WAIT = 300.0
-# Values of COMPAT_DISTRIBUTE_CLUSTER_WAIT meaning "do not wait".
-NO_WAIT_WORDS = ("none", "off", "no", "never")
-
-
-def parse_cluster_wait(text: str) -> Optional[float]:
-  """A value of ``COMPAT_DISTRIBUTE_CLUSTER_WAIT``: seconds, or a word of
-  ``NO_WAIT_WORDS`` for no wait (None); empty: ``DEFAULT_CLUSTER_WAIT``.
-
-  >>> parse_cluster_wait("30"), parse_cluster_wait("Off"), parse_cluster_wait("")
-  (30.0, None, 300.0)
-  >>> parse_cluster_wait("soon")
-  Traceback (most recent call last):
-  ...
-  ValueError: COMPAT_DISTRIBUTE_CLUSTER_WAIT must be a number of seconds (at least 0) or one of none, off, no, never (no wait), got 'soon'. Set it to e.g. 60 or none, or unset it for 300.
-  """
-  text = text.strip()
-  if not text:
-    return DEFAULT_CLUSTER_WAIT
-  if text.lower() in NO_WAIT_WORDS:
-    return None
-  try:
-    seconds = float(text)
-  except ValueError:
-    seconds = -1.0
-  if not seconds >= 0:  # also refuses nan
-    raise ValueError(
-        f"COMPAT_DISTRIBUTE_CLUSTER_WAIT must be a number of seconds (at "
-        f"least 0) or one of {', '.join(NO_WAIT_WORDS)} (no wait), got "
-        f"{text!r}. Set it to e.g. 60 or none, or unset it for "
-        f"{DEFAULT_CLUSTER_WAIT:g}.")
-  return seconds
-
-
-def _default_cluster_wait() -> Optional[float]:
-  return parse_cluster_wait(
-      os.environ.get("COMPAT_DISTRIBUTE_CLUSTER_WAIT", ""))
+# The wait's default and its environment variable live in ``tasks`` (the TF2
+# cluster form uses them too); these names stay importable from here.
+DEFAULT_CLUSTER_WAIT = cluster_lib.DEFAULT_CLUSTER_WAIT
+NO_WAIT_WORDS = cluster_lib.NO_WAIT_WORDS
+parse_cluster_wait = cluster_lib.parse_cluster_wait
+_default_cluster_wait = cluster_lib.default_cluster_wait
 
 
 _UNSET = object()

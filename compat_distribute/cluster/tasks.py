@@ -33,6 +33,48 @@ from compat_distribute.runtime.errors import Error
 
 TASK_TYPES = ("chief", "worker", "ps", "evaluator")
 
+# Seconds wait_for_cluster waits for the cluster's tasks by default
+# (TensorFlow's Session waits for ever).
+DEFAULT_CLUSTER_WAIT = 300.0
+# Values of COMPAT_DISTRIBUTE_CLUSTER_WAIT meaning "do not wait".
+NO_WAIT_WORDS = ("none", "off", "no", "never")
+
+
+def parse_cluster_wait(text: str) -> Optional[float]:
+  """A value of ``COMPAT_DISTRIBUTE_CLUSTER_WAIT``: seconds, or a word of
+  ``NO_WAIT_WORDS`` for no wait (None); empty: ``DEFAULT_CLUSTER_WAIT``.
+
+  >>> parse_cluster_wait("30"), parse_cluster_wait("Off"), parse_cluster_wait("")
+  (30.0, None, 300.0)
+  >>> parse_cluster_wait("soon")
+  Traceback (most recent call last):
+  ...
+  ValueError: COMPAT_DISTRIBUTE_CLUSTER_WAIT must be a number of seconds (at least 0) or one of none, off, no, never (no wait), got 'soon'. Set it to e.g. 60 or none, or unset it for 300.
+  """
+  text = text.strip()
+  if not text:
+    return DEFAULT_CLUSTER_WAIT
+  if text.lower() in NO_WAIT_WORDS:
+    return None
+  try:
+    seconds = float(text)
+  except ValueError:
+    seconds = -1.0
+  if not seconds >= 0:  # also refuses nan
+    raise ValueError(
+        f"COMPAT_DISTRIBUTE_CLUSTER_WAIT must be a number of seconds (at "
+        f"least 0) or one of {', '.join(NO_WAIT_WORDS)} (no wait), got "
+        f"{text!r}. Set it to e.g. 60 or none, or unset it for "
+        f"{DEFAULT_CLUSTER_WAIT:g}.")
+  return seconds
+
+
+def default_cluster_wait() -> Optional[float]:
+  """The wait ``COMPAT_DISTRIBUTE_CLUSTER_WAIT`` sets (see
+  ``parse_cluster_wait``)."""
+  return parse_cluster_wait(
+      os.environ.get("COMPAT_DISTRIBUTE_CLUSTER_WAIT", ""))
+
 
 @dataclasses.dataclass
 class TaskInfo:
@@ -88,8 +130,26 @@ def check_tf_config(text: Optional[str]) -> None:
     ValueError: bad JSON, an unknown task type, an index out of range, a
       task missing from the cluster, or no ``ps`` job.
   """
-  if not text or not text.strip():
+  config = load_tf_config(text)
+  cluster = config.get("cluster") or {}
+  if not cluster:
     return
+  if not isinstance(cluster, dict):
+    raise ValueError(
+        f"TF_CONFIG's 'cluster' must map job names to lists of addresses, "
+        f"got {cluster!r}.")
+  task = config.get("task") or {}
+  check_cluster(cluster, task.get("type"), task.get("index"), "TF_CONFIG")
+
+
+def load_tf_config(text: Optional[str]) -> dict[str, Any]:
+  """``TF_CONFIG``'s value as a dict; ``{}`` when unset or empty.
+
+  Raises:
+    ValueError: not JSON, or not a JSON object.
+  """
+  if not text or not text.strip():
+    return {}
   try:
     config = json.loads(text)
   except ValueError as e:
@@ -101,15 +161,20 @@ def check_tf_config(text: Optional[str]) -> None:
     raise ValueError(
         f"TF_CONFIG must be a JSON object with 'cluster' and 'task', got "
         f"{text!r}.")
-  cluster = config.get("cluster") or {}
-  if not cluster:
-    return
-  if not isinstance(cluster, dict):
-    raise ValueError(
-        f"TF_CONFIG's 'cluster' must map job names to lists of addresses, "
-        f"got {cluster!r}.")
-  task = config.get("task") or {}
-  check_cluster(cluster, task.get("type"), task.get("index"), "TF_CONFIG")
+  return config
+
+
+def task_addresses(cluster: dict[str, Any], job: str) -> list[str]:
+  """The addresses of ``job``'s tasks in a ``TF_CONFIG`` cluster, by index
+  (a job is a list of addresses or a map of index to address).
+
+  >>> task_addresses({"ps": {"1": "b:1", "0": "a:1"}}, "ps")
+  ['a:1', 'b:1']
+  """
+  tasks = cluster[job]
+  if isinstance(tasks, dict):
+    return [tasks[k] for k in sorted(tasks, key=int)]
+  return list(tasks)
 
 
 def check_cluster(cluster: dict[str, Any], task_type: Any, task_id: Any,
@@ -202,9 +267,18 @@ def describe_tasks(cluster_spec: tf.train.ClusterSpec,
                    for job, i in tasks)
 
 
+WAIT_LONGER = (
+    "to wait longer pass a timeout to strategy.extended.wait_for_cluster, or "
+    "set strategy.extended.cluster_wait_timeout (seconds) or the "
+    "COMPAT_DISTRIBUTE_CLUSTER_WAIT environment variable")
+
+
 def wait_for_tasks(cluster_spec: tf.train.ClusterSpec,
                    tasks: list[tuple[str, int]], timeout: float,
-                   progress_every: float = PROGRESS_EVERY) -> None:
+                   progress_every: float = PROGRESS_EVERY,
+                   owner: str = "ParameterServerStrategy",
+                   start_hint: str = "Start its tf.distribute.Server",
+                   wait_longer: str = WAIT_LONGER) -> None:
   """Waits until every task in ``tasks`` accepts TCP connections at its
   address, at most ``timeout`` seconds.
 
@@ -212,7 +286,9 @@ def wait_for_tasks(cluster_spec: tf.train.ClusterSpec,
   forever (TensorFlow logs "CreateSession still waiting"); this bounds the
   wait and names what is missing.  When a task is not up at once, the
   package's logger says which tasks it waits for and for how long, then
-  every ``progress_every`` seconds which are still missing.
+  every ``progress_every`` seconds which are still missing.  ``owner``
+  starts those lines; ``start_hint`` and ``wait_longer`` are the error's
+  two fixes.
 
   Raises:
     TaskUnavailableError: naming each task still unreachable.
@@ -224,36 +300,34 @@ def wait_for_tasks(cluster_spec: tf.train.ClusterSpec,
   next_progress = start + progress_every
   while True:
     pending = [(job, i) for job, i in pending
-               if not _accepts(cluster_spec.task_address(job, i))]
+               if not accepts(cluster_spec.task_address(job, i))]
     now = time.monotonic()
     if not pending or now >= deadline:
       break
     if not said:
       logs.logger().warning(
-          "ParameterServerStrategy: waiting up to %g s for cluster tasks to "
-          "accept connections: %s", timeout,
+          "%s: waiting up to %g s for cluster tasks to accept connections: "
+          "%s", owner, timeout,
           describe_tasks(cluster_spec, pending))
       said = True
     elif now >= next_progress:
       logs.logger().warning(
-          "ParameterServerStrategy: still waiting (%.0f s of %g s) for %s",
+          "%s: still waiting (%.0f s of %g s) for %s", owner,
           now - start, timeout, describe_tasks(cluster_spec, pending))
       next_progress = now + progress_every
     time.sleep(0.1)
   if pending:
     raise TaskUnavailableError(
         f"Cluster task{'s' if len(pending) > 1 else ''} not reachable after "
-        f"{timeout:g} s: {describe_tasks(cluster_spec, pending)}. Start its "
-        "tf.distribute.Server (or fix its address in TF_CONFIG); to wait "
-        "longer pass a timeout to strategy.extended.wait_for_cluster, or set "
-        "strategy.extended.cluster_wait_timeout (seconds) or the "
-        "COMPAT_DISTRIBUTE_CLUSTER_WAIT environment variable.")
+        f"{timeout:g} s: {describe_tasks(cluster_spec, pending)}. "
+        f"{start_hint} (or fix its address in TF_CONFIG); {wait_longer}.")
   if said:
-    logs.logger().warning("ParameterServerStrategy: cluster tasks up after "
-                          "%.1f s", time.monotonic() - start)
+    logs.logger().warning("%s: cluster tasks up after %.1f s", owner,
+                          time.monotonic() - start)
 
 
-def _accepts(address: str) -> bool:
+def accepts(address: str) -> bool:
+  """Whether something accepts TCP connections at ``host:port`` (0.5 s)."""
   host, _, port = address.rpartition(":")
   try:
     with socket.create_connection((host.strip("[]"), int(port)), timeout=0.5):

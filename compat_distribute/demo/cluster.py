@@ -1,4 +1,6 @@
-"""``demo --cluster WxP``: the demo's v1 program on a loopback cluster.
+"""``demo --cluster WxP``: the demo's v1 program on a loopback cluster;
+with ``--api v2``, its Keras program under ``CentralStorageStrategy`` on a
+cluster (``run_cluster_v2``).
 
 The parent process starts ``W`` worker and ``P`` parameter-server
 ``tf.distribute.Server`` processes on 127.0.0.1 (``LocalCluster``), then runs
@@ -29,6 +31,7 @@ import numpy as np
 
 from compat_distribute.demo import common as demo_lib
 from compat_distribute.cluster import local as local_cluster
+from compat_distribute.cluster import local_served
 
 _PROGRESS = "progress "
 
@@ -42,7 +45,7 @@ def progress_line(label: str, progress: dict[int, tuple]) -> str:
 
 def _read_progress(process: Any) -> Any:
   last = None
-  for line in local_cluster._read(process.err).splitlines():  # pylint: disable=protected-access
+  for line in local_cluster.read_log(process.err).splitlines():
     if line.startswith(_PROGRESS):
       last = line
   return json.loads(last[len(_PROGRESS):]) if last else None
@@ -202,3 +205,34 @@ def worker_main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
   worker_main(sys.argv[1:])
+
+
+def run_cluster_v2(workers: int, ps: int, epochs: int, seed: int,
+                   batch_size: int, samples: int,
+                   timeout: float = 900.0) -> tuple[Any, Any]:
+  """``--api v2``: the Keras program on a loopback cluster, its chief
+  (``demo/cluster_v2_chief.py``) under TensorFlow's CentralStorageStrategy
+  with the remote devices by hand, then ours from ``TF_CONFIG``; every
+  worker and ps task runs ``python -m compat_distribute serve``.  Returns
+  the two ``common.Result``s."""
+  cluster = local_served.ServedCluster(num_workers=workers, num_ps=ps)
+  print(f"{ports_line(cluster.cluster)} The chief (the demo's training "
+        f"program) listens on {cluster.cluster['chief'][0]}.", flush=True)
+  chief = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                       "cluster_v2_chief.py")
+  with cluster:
+    print(f"cluster up: {cluster.cluster}", flush=True)
+    result = cluster.run_chief(
+        chief, ["--epochs", str(epochs), "--seed", str(seed),
+                "--batch_size", str(batch_size), "--samples", str(samples)],
+        timeout=timeout, installed=False)
+    sys.stdout.write(result.stderr[result.stderr.find("\n== "):]
+                     if "\n== " in result.stderr else "")
+    if result.returncode != 0 or result.timed_out:
+      raise RuntimeError(
+          f"the chief failed (exit {result.returncode}"
+          f"{', timed out' if result.timed_out else ''}):\n"
+          f"{result.stderr[-3000:]}")
+    cluster.wait_servers(timeout=60)
+  out = result.json()
+  return (demo_lib.Result(**out["ours"]), demo_lib.Result(**out["native"]))

@@ -72,8 +72,10 @@ flags.DEFINE_string("json_out", None,
 flags.DEFINE_string(
     "cluster", None, "WxP: start W worker and P parameter-server "
     "tf.distribute.Server processes on 127.0.0.1 and train the v1 program "
-    "under ParameterServerStrategy (v1) on them, e.g. --cluster 2x1. "
-    "Implies --api v1; --strategy and --replicas do not apply.")
+    "under ParameterServerStrategy (v1) on them, e.g. --cluster 2x1; with "
+    "--api v2 given, the Keras program under CentralStorageStrategy on a "
+    "chief and W workers and P ps tasks running 'serve'. --strategy and "
+    "--replicas do not apply.")
 
 @flags.multi_flags_validator(
     ["strategy", "replicas"],
@@ -251,6 +253,8 @@ def main(argv: Sequence[str]) -> int:
     raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}. "
                          "The demo takes only flags; see --help.")
   if FLAGS.cluster:
+    if FLAGS["api"].present and FLAGS.api == "v2":
+      return _main_cluster_v2(FLAGS.cluster)
     return _main_cluster(FLAGS.cluster)
   kind, api = FLAGS.strategy, FLAGS.api
   replicas = 1 if kind == "one_device" else (FLAGS.replicas or 2)
@@ -300,6 +304,28 @@ def _main_cluster(shape: str) -> int:
       f"{workers} workers x {ps} ps (loopback): compat_distribute (ours) vs "
       "native TensorFlow, same data, initial weights and update order",
       ours, native, {"cluster": [workers, ps], "api": "v1"})
+
+
+def _main_cluster_v2(shape: str) -> int:
+  """``--cluster WxP --api v2``: Keras ``fit`` under CentralStorageStrategy
+  on a local cluster."""
+  try:
+    workers, ps = local_cluster.parse_shape(shape)
+  except ValueError as e:
+    raise app.UsageError(str(e)) from e
+  print(f"compat_distribute demo: {FLAGS.samples} synthetic examples, "
+        f"{CLASSES} classes, global batch {FLAGS.batch_size}, "
+        f"{FLAGS.epochs} epoch{'s' if FLAGS.epochs != 1 else ''}, API v2 "
+        f"(Keras fit), seed {FLAGS.seed}, cluster {workers}x{ps} on "
+        "127.0.0.1")
+  ours, native = cluster_demo.run_cluster_v2(
+      workers, ps, FLAGS.epochs, FLAGS.seed, FLAGS.batch_size, FLAGS.samples)
+  return _report(
+      f"tf.distribute.experimental.CentralStorageStrategy, {workers} workers "
+      f"x {ps} ps (loopback, synchronous): compat_distribute from TF_CONFIG "
+      "(ours) vs native TensorFlow with the remote devices by hand, same "
+      "data and initial weights", ours, native,
+      {"cluster": [workers, ps], "api": "v2"})
 
 
 # How a flag's value is shown in the short usage (else N or the choices).

@@ -13,7 +13,10 @@ and hands the work to one module:
 * ``value_fn``  -- ``experimental_distribute_values_from_function``;
 * ``contexts``  -- ``InputContext`` and ``ValueContext``;
 * ``options``   -- checking ``tf.distribute.InputOptions``;
-* ``workers``   -- ``InputWorkers``, what the strategy tells the input.
+* ``workers``   -- ``InputWorkers``, what the strategy tells the input;
+* ``per_worker`` / ``multi_worker`` -- replicas on several workers of a
+  cluster: a pipeline on each worker, and the dataset and iterator that
+  join their steps.
 
 ``workers`` is the ``InputWorkers`` the strategy hands in (``workers``):
 its replicas' devices, the input host, the strategy whose scope the input
@@ -30,6 +33,7 @@ from compat_distribute.input import build
 from compat_distribute.input import fetch
 from compat_distribute.input import numpy_input as numpy_lib
 from compat_distribute.input import options as options_lib
+from compat_distribute.input import per_worker
 from compat_distribute.input.contexts import InputContext
 from compat_distribute.input.contexts import ValueContext
 from compat_distribute.input.dataset import DistributedDataset
@@ -57,6 +61,11 @@ def distribute_dataset(workers: InputWorkers, dataset: tf.data.Dataset,
   one_replica = workers.num_replicas_in_sync == 1
   settings = options_lib.settings_from(options, method,
                                        may_ignore_placement=one_replica)
+  if workers.per_worker:
+    distributed = per_worker.distribute_dataset(workers, dataset, settings,
+                                                method)
+    if distributed is not None:
+      return distributed
   layout, host = build.split_pipeline(workers, dataset, settings, method)
   return DistributedDataset(layout, host, build.cardinality(dataset),
                             strategy=workers.strategy)
@@ -73,6 +82,9 @@ def distribute_datasets_from_function(workers: InputWorkers,
   settings = options_lib.settings_from(
       options, method, per_replica_fetch_is_per_worker=(
           workers.per_replica_input_is_per_worker))
+  if workers.per_worker:
+    return per_worker.distribute_datasets_from_function(
+        workers, dataset_fn, settings, method)
   dataset = build.call_input_fn(workers, dataset_fn, method)
   layout, host = build.stream_pipeline(workers, dataset, settings)
   cardinality = build.cardinality(dataset)

@@ -49,7 +49,8 @@ def _layout(workers: InputWorkers, kind: str,
                            workers.host, settings.fetch_to_device)
 
 
-def _prefetch(dataset: tf.data.Dataset, steps: int) -> tf.data.Dataset:
+def prefetched(dataset: tf.data.Dataset, steps: int) -> tf.data.Dataset:
+  """``dataset`` prefetching ``steps`` elements (AUTOTUNE if negative)."""
   if steps < 0:  # tf.data.AUTOTUNE (times the number of replicas)
     return dataset.prefetch(tf.data.AUTOTUNE)
   return dataset.prefetch(steps) if steps > 0 else dataset
@@ -122,7 +123,7 @@ def split_pipeline(workers: InputWorkers, dataset: tf.data.Dataset,
   with tf.device(layout.host):
     if layout.kind == "rounds":
       dataset = rebatch.split_dataset(dataset, layout.num_replicas, method)
-    return layout, _prefetch(dataset, settings.buffer_size)
+    return layout, prefetched(dataset, settings.buffer_size)
 
 
 def host_pipeline(layout: layout_lib.Layout, dataset: tf.data.Dataset,
@@ -130,19 +131,21 @@ def host_pipeline(layout: layout_lib.Layout, dataset: tf.data.Dataset,
   """``dataset`` of global batches prefetched on the input host, not split
   (a v1 iterator in a TF1 graph splits each step in the graph)."""
   with tf.device(layout.host):
-    return _prefetch(dataset, settings.buffer_size)
+    return prefetched(dataset, settings.buffer_size)
 
 
 def call_input_fn(workers: InputWorkers, fn: Callable[[Any], Any], method: str,
-                  allow_callable: bool = False) -> Any:
+                  allow_callable: bool = False,
+                  context: Any = None) -> Any:
   """Calls ``fn(InputContext)`` once on the input device and checks it
-  returned a dataset (or, if allowed, a callable)."""
+  returned a dataset (or, if allowed, a callable).  ``context``: the
+  ``InputContext`` to pass (default ``workers.input_context()``)."""
   if not callable(fn):
     raise NotCallableError(
         f"{method} expects a function input_context -> tf.data.Dataset, got "
         f"{fn!r} of type {type(fn).__name__}.")
   with tf.device(workers.host):
-    result = fn(workers.input_context())
+    result = fn(workers.input_context() if context is None else context)
   if isinstance(result, tf.data.Dataset):
     return result
   if allow_callable and callable(result):
@@ -163,7 +166,7 @@ def stream_pipeline(workers: InputWorkers, dataset: tf.data.Dataset,
   per step, handed out in replica order)."""
   layout = _layout(workers, "stream", settings)
   with tf.device(layout.host):
-    return layout, _prefetch(dataset,
+    return layout, prefetched(dataset,
                              settings.buffer_size * layout.num_replicas)
 
 

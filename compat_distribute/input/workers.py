@@ -42,6 +42,10 @@ class InputWorkers:
     partial_batches: eager iteration of a ``dataset_fn``'s dataset yields a
       last incomplete round (the extended's
       ``enable_partial_batch_handling``).
+    per_worker: replicas on several workers of a cluster, each reading its
+      input from a pipeline on its own worker (``input.per_worker``): one
+      ``(input host, the worker's replica devices)`` pair per worker, in
+      replica order.  Empty: one pipeline on ``host`` feeds every replica.
   """
   devices: tuple[DeviceName, ...]
   host: DeviceName
@@ -50,6 +54,7 @@ class InputWorkers:
   per_replica_input_is_per_worker: bool = False
   wrap_single_replica_values: bool = False
   partial_batches: bool = False
+  per_worker: tuple[tuple[DeviceName, tuple[DeviceName, ...]], ...] = ()
 
   @property
   def num_replicas_in_sync(self) -> int:

@@ -23,13 +23,42 @@ _reported: set[str] = set()
 # The host's CPU, where input pipelines and (by default) central variables go.
 HOST_CPU = "/device:CPU:0"
 
+# The job and task of this process's own devices when executing eagerly:
+# ``localhost`` task 0, until a cluster layer connects this process to a
+# cluster as another task (``set_eager_task``).
+_eager_task = tf.DeviceSpec(job="localhost", replica=0, task=0)
+
+
+def set_eager_task(job: str, task: int) -> None:
+  """Names this process's own devices ``/job:JOB/replica:0/task:TASK``.
+
+  What the cluster layer calls after it connects this process to a cluster
+  with ``tf.config.experimental_connect_to_cluster`` (whose local devices
+  are then no longer ``/job:localhost``), so that ``canonicalize`` names
+  them as TensorFlow does.
+
+  >>> set_eager_task("chief", 0); canonicalize("/cpu:0")
+  '/job:chief/replica:0/task:0/device:CPU:0'
+  >>> set_eager_task("localhost", 0); canonicalize("/cpu:0")
+  '/job:localhost/replica:0/task:0/device:CPU:0'
+  """
+  global _eager_task
+  _eager_task = tf.DeviceSpec(job=job, replica=0, task=int(task))
+
+
+def eager_task() -> str:
+  """This process's own task when executing eagerly, e.g.
+  ``/job:localhost/replica:0/task:0``."""
+  return _eager_task.to_string()
+
 
 def canonicalize(device: Any) -> str:
   """Full device name, completed the way TensorFlow completes it.
 
   Missing parts come from the innermost ``tf.device`` scope, then from
   replica 0, task 0, device CPU:0; the job is ``localhost`` when executing
-  eagerly and left out in a TF1 graph, as TensorFlow does.  ``None`` or
+  eagerly (this process's task once connected to a cluster, see
+  ``set_eager_task``) and left out in a TF1 graph, as TensorFlow does.  ``None`` or
   ``""`` names no device, so the scope or CPU:0 is used (TensorFlow's
   ``OneDeviceStrategy(None)`` too).
 
@@ -61,7 +90,7 @@ def canonicalize(device: Any) -> str:
         f"'/device:{spec.device_type.upper()}:...'.")
   result = tf.DeviceSpec(replica=0, task=0, device_type="CPU", device_index=0)
   if tf.compat.v1.executing_eagerly_outside_functions():
-    result = result.replace(job="localhost")
+    result = result.replace(job=_eager_task.job, task=_eager_task.task)
   scope = _tf_private.current_device()
   if scope:
     result = result.make_merged_spec(tf.DeviceSpec.from_string(scope))

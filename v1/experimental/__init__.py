@@ -3,7 +3,7 @@
 resolve to TensorFlow's own."""
 import tensorflow as _tf
 
-from compat_distribute.strategies.central_storage import (
+from compat_distribute.cluster.central_storage import (
     CentralStorageStrategyV1 as CentralStorageStrategy)
 from compat_distribute.cluster.parameter_server import (
     ParameterServerStrategyV1 as ParameterServerStrategy)

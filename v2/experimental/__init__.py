@@ -7,7 +7,7 @@ its ``OneDeviceStrategy``, TensorFlow's own strategy where it chooses one
 that compat_distribute does not implement."""
 import tensorflow as _tf
 
-from compat_distribute.strategies.central_storage import CentralStorageStrategy
+from compat_distribute.cluster.central_storage import CentralStorageStrategy
 from compat_distribute.input import ValueContext
 from compat_distribute.strategies.auto import auto_strategy
 

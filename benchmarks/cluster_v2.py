@@ -1,0 +1,203 @@
+"""Past one machine, TF2: a CentralStorageStrategy training step on loopback
+clusters, against the same program on one machine and against TensorFlow's
+strategy given the remote devices by hand.
+
+Usage::
+
+    python benchmarks/cluster_v2.py            # 1ps x 2w, 2ps x 2w, 1ps x 4w
+    python benchmarks/cluster_v2.py --quick    # fewer steps
+
+For each shape a ``ServedCluster`` is started (``python -m compat_distribute
+serve`` per worker and ps task on 127.0.0.1) and this file runs as its chief
+(``--chief``, plain ``python``: TensorFlow's names stay TensorFlow's), which times, in one process, rounds of ``--steps`` training
+steps of the same ``tf.function`` step (an MLP, SGD, global batch 256) of:
+
+* ``ours``: our v2 ``CentralStorageStrategy()`` from ``TF_CONFIG``, input
+  read on the workers (``experimental_distribute_dataset``);
+* ``ours_client_input``: the same strategy with the input pipeline on the
+  client (what a pipeline that cannot leave the client gets);
+* ``native``: TensorFlow's ``CentralStorageStrategy(compute_devices=<the
+  workers' CPUs>, parameter_device=<ps 0's CPU>)`` in the same connected
+  process, input on the client (its only way).
+
+The variants take turns, round by round.  Then the same step runs on this
+machine (``--local``: a process with as many logical CPUs as workers, our
+strategy on them).  Printed: median ms/step of each, and the ratios.
+Measurements, not tests; label results with the date and the machine's
+state.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+SHAPES = ((1, 2), (2, 2), (1, 4))  # (ps, workers)
+GLOBAL_BATCH = 256
+FEATURES = 64
+
+
+def _data():
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  rng = np.random.RandomState(0)
+  x = rng.normal(size=(GLOBAL_BATCH * 16, FEATURES)).astype("float32")
+  y = (x @ rng.normal(size=(FEATURES, 1))).astype("float32")
+  return x, y
+
+
+def _trainer(strategy, dataset_maker):
+  """A function running ``n`` steps of the step on ``strategy``."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  total = tf.VariableAggregation.SUM  # the replicas' gradients add up
+  with strategy.scope():
+    w1 = tf.Variable(tf.random.stateless_normal([FEATURES, 256], [1, 2]) * .1,
+                     aggregation=total)
+    w2 = tf.Variable(tf.random.stateless_normal([256, 256], [3, 4]) * .1,
+                     aggregation=total)
+    w3 = tf.Variable(tf.random.stateless_normal([256, 1], [5, 6]) * .1,
+                     aggregation=total)
+  weights = [w1, w2, w3]
+  iterator = iter(dataset_maker(strategy))
+
+  @tf.function
+  def step(iterator):
+    def fn(batch):
+      x, y = batch
+      with tf.GradientTape() as tape:
+        h = tf.nn.relu(tf.matmul(tf.nn.relu(tf.matmul(x, w1)), w2))
+        loss = tf.reduce_sum(tf.square(tf.matmul(h, w3) - y)) / GLOBAL_BATCH
+      grads = tape.gradient(loss, weights)
+      for w, g in zip(weights, grads):
+        w.assign_sub(0.001 * g)
+      return loss
+    return strategy.reduce("SUM", strategy.run(fn, args=(next(iterator),)),
+                           axis=None)
+
+  def run(n):
+    start = time.perf_counter()
+    for _ in range(n):
+      loss = step(iterator)
+    float(loss)
+    return (time.perf_counter() - start) / n * 1000.0
+  return run
+
+
+def _dataset(x, y):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(
+      GLOBAL_BATCH)
+
+
+def chief(steps: int, rounds: int) -> dict:
+  """Runs as the cluster's chief; returns ms/step per variant."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from compat_distribute import input as input_lib  # pylint: disable=g-import-not-at-top
+  from compat_distribute import v2 as distribute  # pylint: disable=g-import-not-at-top
+  x, y = _data()
+  ours = distribute.experimental.CentralStorageStrategy()
+  workers = [d for d in ours.extended.worker_devices]
+  native = tf.distribute.experimental.CentralStorageStrategy(
+      compute_devices=workers,
+      parameter_device=ours.extended.parameter_devices[0])
+
+  def client_side(strategy):
+    local = dataclasses.replace(strategy.extended._input_workers(),  # pylint: disable=protected-access
+                                per_worker=())
+    return input_lib.distribute_dataset(local, _dataset(x, y), None)
+
+  variants = {
+      "ours": _trainer(ours, lambda s: s.experimental_distribute_dataset(
+          _dataset(x, y))),
+      "ours_client_input": _trainer(
+          distribute.experimental.CentralStorageStrategy(), client_side),
+      "native": _trainer(native, lambda s: s.experimental_distribute_dataset(
+          _dataset(x, y))),
+  }
+  times = {name: [] for name in variants}
+  for run in variants.values():
+    run(5)  # trace and warm up
+  names = list(variants)
+  for r in range(rounds):
+    for name in names[r % len(names):] + names[:r % len(names)]:
+      times[name].append(variants[name](steps))
+  return {name: statistics.median(t) for name, t in times.items()}
+
+
+def local(workers: int, steps: int, rounds: int) -> float:
+  """ms/step of our strategy on ``workers`` logical CPUs of this machine."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  tf.config.set_logical_device_configuration(
+      tf.config.list_physical_devices("CPU")[0],
+      [tf.config.LogicalDeviceConfiguration()] * workers)
+  from compat_distribute import v2 as distribute  # pylint: disable=g-import-not-at-top
+  x, y = _data()
+  strategy = distribute.experimental.CentralStorageStrategy(
+      [f"/cpu:{i}" for i in range(workers)])
+  run = _trainer(strategy, lambda s: s.experimental_distribute_dataset(
+      _dataset(x, y)))
+  run(5)
+  return statistics.median(run(steps) for _ in range(rounds))
+
+
+def measure_shape(ps: int, workers: int, steps: int, rounds: int) -> dict:
+  import subprocess  # pylint: disable=g-import-not-at-top
+  from compat_distribute.cluster import local_served  # pylint: disable=g-import-not-at-top
+  args = ["--steps", str(steps), "--rounds", str(rounds)]
+  with local_served.ServedCluster(workers, ps, client_wait=600) as cluster:
+    result = cluster.run_chief(os.path.abspath(__file__), ["--chief", *args],
+                               timeout=1200, installed=False)
+    cluster.wait_servers(timeout=60)
+  if result.returncode != 0:
+    raise RuntimeError(f"chief failed:\n{result.stderr[-4000:]}")
+  out = result.json()
+  done = subprocess.run(
+      [sys.executable, os.path.abspath(__file__), "--local", str(workers),
+       *args], capture_output=True, text=True, timeout=1200, check=True,
+      env={**os.environ, "TF_CONFIG": ""})
+  out["ours_local"] = json.loads(done.stdout.strip().splitlines()[-1])
+  return out
+
+
+def main() -> int:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--quick", action="store_true")
+  parser.add_argument("--steps", type=int, default=None)
+  parser.add_argument("--rounds", type=int, default=None)
+  parser.add_argument("--chief", action="store_true", help=argparse.SUPPRESS)
+  parser.add_argument("--local", type=int, default=0, help=argparse.SUPPRESS)
+  args = parser.parse_args()
+  steps = args.steps or (10 if args.quick else 30)
+  rounds = args.rounds or (3 if args.quick else 7)
+  if args.chief:
+    print(json.dumps(chief(steps, rounds)))
+    return 0
+  if args.local:
+    print(json.dumps(local(args.local, steps, rounds)))
+    return 0
+  print(f"{time.strftime('%Y-%m-%d')}, TensorFlow "
+        f"{__import__('tensorflow').__version__}, {steps} steps x {rounds} "
+        "rounds; ms/step (median of rounds)")
+  print("| cluster | ours | ours, client-side input | native, devices by hand "
+        "| ours on one machine | ours/native | ours/one machine | "
+        "client-side/worker-side input |")
+  print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+  for ps, workers in SHAPES:
+    r = measure_shape(ps, workers, steps, rounds)
+    print(f"| {ps} ps x {workers} workers | {r['ours']:.2f} | "
+          f"{r['ours_client_input']:.2f} | {r['native']:.2f} | "
+          f"{r['ours_local']:.2f} | {r['ours'] / r['native']:.2f} | "
+          f"{r['ours'] / r['ours_local']:.2f} | "
+          f"{r['ours_client_input'] / r['ours']:.2f} |", flush=True)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
+      __file__))))
+  sys.exit(main())

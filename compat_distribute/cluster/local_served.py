@@ -1,0 +1,160 @@
+"""A TF2 ``CentralStorageStrategy`` cluster on this machine, for tests, the
+demo and the benchmarks.
+
+``ServedCluster`` reserves loopback ports for a ``chief``, ``num_workers``
+workers and ``num_ps`` parameter servers, starts ``python -m
+compat_distribute serve`` for every worker and ps task, runs a program as
+the chief (``python -m compat_distribute run SCRIPT``, with the chief's
+``TF_CONFIG``), and stops every process it started when it is closed --
+also after an error, a timeout or Ctrl-C.  Each serve process ends by
+itself once the chief says it is done (or is gone).
+
+>>> cluster = ServedCluster(num_workers=2, num_ps=1)
+>>> sorted(cluster.cluster), len(cluster.cluster["worker"])
+(['chief', 'ps', 'worker'], 2)
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from typing import Optional, Sequence
+
+from compat_distribute.cluster import local
+
+# The serve processes wait this long for the chief by default here.
+CLIENT_WAIT = 120.0
+
+
+def collect(process: subprocess.Popen, timeout: float) -> local.TaskResult:
+  """Waits (bounded) for a process ``local.start_process`` started (with a
+  ``task`` name); kills it if it overruns."""
+  timed_out = False
+  try:
+    process.wait(timeout=timeout)
+  except subprocess.TimeoutExpired:
+    timed_out = True
+    local.stop_process(process)
+  return local.TaskResult(process.task, process.returncode,  # type: ignore[attr-defined]
+                          local.read_log(process.out),  # type: ignore[attr-defined]
+                          local.read_log(process.err), timed_out)  # type: ignore[attr-defined]
+
+
+class ServedCluster:
+  """Serve processes for the workers and ps tasks, and a chief program.
+
+  Use it as a context manager; leaving it stops every process it started::
+
+      with ServedCluster(num_workers=2, num_ps=1) as cluster:
+        result = cluster.run_chief("train.py", ["--epochs", "2"])
+  """
+
+  def __init__(self, num_workers: int = 2, num_ps: int = 1,
+               client_wait: float = CLIENT_WAIT,
+               env: Optional[dict[str, str]] = None) -> None:
+    self.num_workers, self.num_ps = num_workers, num_ps
+    self.client_wait = client_wait
+    ports = local.free_ports(1 + num_workers + num_ps)
+    addresses = [f"{local.LOOPBACK}:{p}" for p in ports]
+    self.cluster = {"chief": addresses[:1],
+                    "worker": addresses[1:1 + num_workers],
+                    "ps": addresses[1 + num_workers:]}
+    self._env = dict(env or {})
+    self._logs: list[object] = []
+    self.servers: dict[tuple[str, int], subprocess.Popen] = {}
+    self._chief: Optional[subprocess.Popen] = None
+
+  def __repr__(self) -> str:
+    return (f"ServedCluster(num_workers={self.num_workers}, "
+            f"num_ps={self.num_ps}, cluster={self.cluster!r})")
+
+  def tf_config(self, task_type: str, index: int) -> str:
+    return local.tf_config(self.cluster, task_type, index)
+
+  def _popen(self, args: list[str], task_type: str, index: int,
+             env: Optional[dict[str, str]] = None) -> subprocess.Popen:
+    extra = {**self._env, **(env or {}),
+             "TF_CONFIG": self.tf_config(task_type, index)}
+    process = local.start_process(args, extra, self._logs)
+    process.task = f"/job:{task_type}/task:{index}"  # type: ignore[attr-defined]
+    return process
+
+  def start_server(self, task_type: str, index: int) -> None:
+    """Starts ``serve`` for one task (not waiting for it)."""
+    self.servers[(task_type, index)] = self._popen(
+        [sys.executable, "-m", "compat_distribute", "serve",
+         "--client-wait", f"{self.client_wait:g}"], task_type, index)
+
+  def start(self, skip: Sequence[tuple[str, int]] = ()) -> "ServedCluster":
+    """Starts every worker and ps task's ``serve`` but those in ``skip``;
+    waits (bounded) until each accepts connections."""
+    for task_type in ("ps", "worker"):
+      for index in range(len(self.cluster[task_type])):
+        if (task_type, index) not in skip:
+          self.start_server(task_type, index)
+    deadline = time.monotonic() + 90
+    for (task_type, index), process in self.servers.items():
+      address = self.cluster[task_type][index]
+      while not local.port_open(address):
+        if process.poll() is not None or time.monotonic() > deadline:
+          raise RuntimeError(
+              f"serve for /job:{task_type}/task:{index} did not come up "
+              f"(exit {process.poll()}):\n{local.read_log(process.err)[-3000:]}")
+        time.sleep(0.05)
+    return self
+
+  def start_chief(self, script: str, args: Sequence[str] = (),
+                  env: Optional[dict[str, str]] = None,
+                  installed: bool = True) -> subprocess.Popen:
+    """Starts ``python -m compat_distribute run SCRIPT ARGS`` as the chief
+    (``installed=False``: ``python SCRIPT ARGS``)."""
+    runner = ["-m", "compat_distribute", "run"] if installed else []
+    self._chief = self._popen([sys.executable, *runner, script, *args],
+                              "chief", 0, env)
+    return self._chief
+
+  def collect(self, process: subprocess.Popen,
+              timeout: float) -> local.TaskResult:
+    """Waits (bounded) for ``process``; kills it if it overruns."""
+    return collect(process, timeout)
+
+  def run_chief(self, script: str, args: Sequence[str] = (),
+                timeout: float = 180.0,
+                env: Optional[dict[str, str]] = None,
+                installed: bool = True) -> local.TaskResult:
+    """``start_chief`` then ``collect``."""
+    return self.collect(self.start_chief(script, args, env, installed),
+                        timeout)
+
+  def wait_servers(self, timeout: float = 30.0) -> dict[str, local.TaskResult]:
+    """Waits (bounded) for every serve process to end by itself."""
+    deadline = time.monotonic() + timeout
+    return {process.task: self.collect(  # type: ignore[attr-defined]
+        process, max(0.0, deadline - time.monotonic()))
+            for process in self.servers.values()}
+
+  def kill_server(self, task_type: str, index: int) -> None:
+    """SIGKILLs one task's serve process (to test faults)."""
+    process = self.servers[(task_type, index)]
+    process.kill()
+    process.wait(timeout=10)
+
+  def stop(self) -> None:
+    """Stops every process this cluster started; safe to call twice."""
+    for process in [self._chief, *self.servers.values()]:
+      if process is not None:
+        local.stop_process(process)
+    for log in self._logs:
+      log.close()  # type: ignore[attr-defined]
+    self._logs = []
+
+  def __enter__(self) -> "ServedCluster":
+    try:
+      return self.start()
+    except BaseException:
+      self.stop()
+      raise
+
+  def __exit__(self, *exc_info: object) -> None:
+    self.stop()

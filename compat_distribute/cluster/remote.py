@@ -1,0 +1,280 @@
+"""The TF2 cluster form's client: which cluster, connecting, saying done.
+
+A ``CentralStorageStrategy`` made in the client program (the ``chief`` task
+of ``TF_CONFIG``, or any process given a ``cluster_resolver``) runs its
+replicas on the ``worker`` tasks and keeps its variables on the ``ps``
+tasks, through TensorFlow's remote eager execution
+(``tf.config.experimental_connect_to_cluster``).  Every other task runs
+``python -m compat_distribute serve`` (``cluster.serve``).  This module:
+
+* ``from_environment`` / ``from_resolver``: the ``ClusterClient`` to use, or
+  None to stay on this machine (``TF_CONFIG`` unset, without a cluster, or
+  naming another task type);
+* ``connect``: waits (bounded, naming what is missing) until every worker
+  and ps task accepts connections, then connects this process as its own
+  task -- ``chief`` in ``TF_CONFIG``'s cluster (connecting under TensorFlow's
+  default job name, ``localhost``, would wait for ever);
+* ``tell_servers_done``: at exit, each task's ``serve`` is told the job is
+  done: the client runs ``tf.io.write_file(DONE_FILE)`` on that task,
+  through TensorFlow's runtime, and the file appears in the working folder
+  ``serve`` made for itself.  (A queue or variable by shared name would not
+  do: TensorFlow gives each remote eager client resources of its own,
+  which a ``Session`` on the server cannot see.)
+
+>>> client = ClusterClient.of({"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:2"],
+...                            "worker": ["127.0.0.1:3", "127.0.0.1:4"]},
+...                           "chief", 0)
+>>> client
+ClusterClient(task='/job:chief/task:0', workers=2, ps=1)
+>>> client.parameter_devices
+('/job:ps/replica:0/task:0/device:CPU:0',)
+>>> from_environment('{"cluster": {"worker": ["a:1"], "ps": ["b:1"]}, '
+...                  '"task": {"type": "worker", "index": 0}}') is None
+True
+"""
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import json
+import os
+import threading
+from typing import Optional, Union
+
+import tensorflow as tf
+
+from compat_distribute.cluster import tasks
+from compat_distribute.runtime import devices
+from compat_distribute.runtime import logs
+
+Resolver = tf.distribute.cluster_resolver.ClusterResolver
+# TF_CONFIG's "cluster": job name -> addresses (a list, or {index: address}).
+ClusterDict = dict[str, Union[list[str], dict[str, str]]]
+
+CLIENT_JOB = "chief"
+SERVED_JOBS = ("worker", "ps")
+# The file the client writes, relative to the working folder of each served
+# task's process, when its job is done (``cluster.serve`` watches for it).
+DONE_FILE = "compat_distribute_client_done"
+# How long the client waits at exit for the servers to take the message.
+SAY_DONE_TIMEOUT = 10.0
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterClient:
+  """A cluster and the task this process connects to it as.
+
+  Attributes:
+    jobs: ``((job, (address, ...)), ...)``, sorted by job.
+    job: this process's job (``chief``, or ``localhost`` when the cluster
+      has no task for the client).
+    task: this process's task index.
+    resolver: the cluster resolver it came from (None: ``TF_CONFIG``).
+  """
+  jobs: tuple[tuple[str, tuple[str, ...]], ...]
+  job: str
+  task: int
+  resolver: Optional[Resolver] = dataclasses.field(default=None,
+                                                   compare=False)
+
+  @classmethod
+  def of(cls, cluster: ClusterDict, job: str, task: int,
+         resolver: Optional[Resolver] = None) -> "ClusterClient":
+    jobs = tuple(sorted((name, tuple(addresses))
+                        for name, addresses in cluster.items()))
+    return cls(jobs, job, int(task), resolver)
+
+  def __repr__(self) -> str:
+    return (f"ClusterClient(task='/job:{self.job}/task:{self.task}', "
+            f"workers={self.num_tasks('worker')}, ps={self.num_tasks('ps')})")
+
+  @property
+  def cluster(self) -> dict[str, list[str]]:
+    return {name: list(addresses) for name, addresses in self.jobs}
+
+  @property
+  def spec(self) -> tf.train.ClusterSpec:
+    return tf.train.ClusterSpec(self.cluster)
+
+  def num_tasks(self, job: str) -> int:
+    return len(self.cluster.get(job, ()))
+
+  @property
+  def served_tasks(self) -> list[tuple[str, int]]:
+    """Every worker and ps task, workers first."""
+    return [(job, i) for job in SERVED_JOBS for i in range(self.num_tasks(job))]
+
+  @property
+  def parameter_devices(self) -> tuple[str, ...]:
+    return tuple(f"/job:ps/replica:0/task:{i}/device:CPU:0"
+                 for i in range(self.num_tasks("ps")))
+
+  def resolver_or_new(self) -> Resolver:
+    """The resolver this came from, or one that gives the same cluster."""
+    if self.resolver is not None:
+      return self.resolver
+    return tf.distribute.cluster_resolver.SimpleClusterResolver(
+        self.spec, task_type=self.job, task_id=self.task)
+
+
+def _check_jobs(cluster: object, source: str, value: object) -> None:
+  if not isinstance(cluster, dict) or not all(cluster.get(job)
+                                              for job in SERVED_JOBS):
+    raise ValueError(
+        f"{source} names this task {CLIENT_JOB!r}, the client of a cluster, "
+        "but its cluster lacks a 'worker' or a 'ps' job: "
+        f"{value!r}. CentralStorageStrategy runs its replicas on the "
+        "'worker' tasks and keeps its variables on the 'ps' tasks: add e.g. "
+        '"worker": ["host:port"], "ps": ["host:port"] to the cluster, or '
+        "unset TF_CONFIG to run on this machine alone.")
+
+
+def from_environment(text: Optional[str] = None) -> Optional[ClusterClient]:
+  """The cluster ``TF_CONFIG`` (or ``text``) gives a strategy made in this
+  process: only when it names this task ``chief``; else None.
+
+  Raises:
+    ValueError: ``TF_CONFIG`` is not valid JSON, or names this task
+      ``chief`` of a cluster without ``worker`` and ``ps`` jobs or with a
+      bad index.
+  """
+  if text is None:
+    text = os.environ.get("TF_CONFIG")
+  config = tasks.load_tf_config(text)
+  cluster = config.get("cluster") or {}
+  task = config.get("task") or {}
+  if not cluster or not isinstance(task, dict) or task.get(
+      "type") != CLIENT_JOB:
+    return None
+  _check_jobs(cluster, "TF_CONFIG", text)
+  tasks.check_cluster(cluster, CLIENT_JOB, task.get("index", 0), "TF_CONFIG")
+  return ClusterClient.of(cluster, CLIENT_JOB, task.get("index", 0))
+
+
+def from_resolver(resolver: object) -> ClusterClient:
+  """The cluster a ``cluster_resolver`` argument gives.
+
+  Raises:
+    TypeError: not a ``ClusterResolver``.
+    ValueError: its cluster has no ``worker`` or ``ps`` job, or it names
+      this task ``worker`` or ``ps`` (those run ``serve``).
+  """
+  if not isinstance(resolver, tf.distribute.cluster_resolver.ClusterResolver):
+    raise TypeError(
+        f"cluster_resolver must be a tf.distribute.cluster_resolver."
+        f"ClusterResolver, got {resolver!r} of type {type(resolver).__name__}."
+        " Pass e.g. TFConfigClusterResolver(), or SimpleClusterResolver("
+        "tf.train.ClusterSpec({...}), task_type='chief', task_id=0).")
+  cluster = resolver.cluster_spec().as_dict()
+  _check_jobs(cluster, "The cluster resolver", cluster)
+  job, task = resolver.task_type, resolver.task_id
+  if job in SERVED_JOBS:
+    raise ValueError(
+        f"The cluster resolver names this task {job!r} {task!r}, but the "
+        "strategy's program is the cluster's client: the worker and ps tasks "
+        "run `python -m compat_distribute serve`. Give the client task_type="
+        f"{CLIENT_JOB!r} (with a 'chief' job in the cluster), or no task.")
+  if not job or job not in cluster:
+    job, task = "localhost", 0  # TensorFlow adds this job for the client
+  elif job != "localhost":
+    tasks.check_cluster(cluster, job, task, "The cluster resolver")
+  return ClusterClient.of(cluster, job, task or 0, resolver)
+
+
+_lock = threading.Lock()
+_connected: Optional[ClusterClient] = None
+
+
+def connected() -> Optional[ClusterClient]:
+  """The cluster this process is connected to, if any."""
+  return _connected
+
+
+def connect(client: ClusterClient, timeout: Optional[float]) -> None:
+  """Connects this process to ``client``'s cluster (once per process).
+
+  First waits, at most ``timeout`` seconds (None: not at all), until every
+  worker and ps task accepts connections.
+
+  Raises:
+    TaskUnavailableError: naming each task still unreachable, with its
+      address.
+    ValueError: this process is already connected to another cluster.
+  """
+  global _connected
+  with _lock:
+    if _connected is not None:
+      if _connected != client:
+        raise ValueError(
+            f"This process is already connected to {_connected!r}; it "
+            f"cannot also connect to {client!r} (TensorFlow has one cluster "
+            "per process). Make every strategy of the program with the same "
+            "cluster.")
+      return
+    if timeout is not None:
+      tasks.wait_for_tasks(
+          client.spec, client.served_tasks, float(timeout),
+          owner="CentralStorageStrategy",
+          start_hint=("Start it with `python -m compat_distribute serve` "
+                      "and that task's TF_CONFIG"),
+          wait_longer=("to wait longer set the COMPAT_DISTRIBUTE_CLUSTER_WAIT "
+                       "environment variable (seconds)"))
+    tf.config.experimental_connect_to_cluster(
+        client.spec, job_name=client.job, task_index=client.task,
+        protocol="grpc")
+    devices.set_eager_task(client.job, client.task)
+    _connected = client
+    atexit.register(tell_servers_done)
+
+
+def worker_devices(client: ClusterClient
+                   ) -> tuple[tuple[str, tuple[str, ...]], ...]:
+  """``(input host, compute devices)`` of each worker: all its GPUs, else
+  its CPU (the host)."""
+  gpus: dict[int, list[tuple[int, str]]] = {}
+  for device in tf.config.list_logical_devices("GPU"):
+    spec = tf.DeviceSpec.from_string(device.name)
+    if spec.job == "worker":
+      gpus.setdefault(spec.task, []).append((spec.device_index, device.name))
+  groups = []
+  for i in range(client.num_tasks("worker")):
+    host = f"/job:worker/replica:0/task:{i}/device:CPU:0"
+    mine = tuple(name for _, name in sorted(gpus.get(i, [])))
+    groups.append((host, mine or (host,)))
+  return tuple(groups)
+
+
+def _say_done(job: str, index: int) -> None:
+  with tf.device(f"/job:{job}/replica:0/task:{index}/device:CPU:0"):
+    tf.io.write_file(DONE_FILE, "done")
+
+
+def tell_servers_done(timeout: float = SAY_DONE_TIMEOUT) -> list[str]:
+  """Tells each reachable worker and ps task's ``serve`` that the job is
+  done, so it ends; returns the tasks told.  Bounded by ``timeout``; runs
+  at exit of a process that connected."""
+  client = _connected
+  if client is None:
+    return []
+  told: list[str] = []
+
+  def say() -> None:
+    for job, index in client.served_tasks:
+      if not tasks.accepts(client.spec.task_address(job, index)):
+        continue
+      try:
+        _say_done(job, index)
+        told.append(f"/job:{job}/task:{index}")
+      except (tf.errors.OpError, RuntimeError) as e:
+        logs.logger().warning("could not tell /job:%s/task:%d the job is "
+                              "done: %s", job, index, e)
+
+  thread = threading.Thread(target=say, name="tell-servers-done", daemon=True)
+  thread.start()
+  thread.join(timeout)
+  return told
+
+
+def describe(client: ClusterClient) -> str:
+  """One line: the cluster and its addresses."""
+  return json.dumps(client.cluster, sort_keys=True)

@@ -1,0 +1,258 @@
+"""``python -m compat_distribute serve``: the program of every worker and ps
+task of a TF2 ``CentralStorageStrategy`` cluster.
+
+It reads ``TF_CONFIG`` (this task's ``type`` must be ``worker`` or ``ps``,
+the cluster must have ``chief``, ``worker`` and ``ps`` jobs), starts this
+task's ``tf.distribute.Server``, prints its address, and serves the client
+-- the ``chief``, which runs the training program -- until one of:
+
+* the client says its job is done (at its exit it writes a file into the
+  working folder this process made for itself, by an op it runs on this
+  task through TensorFlow's runtime; ``cluster.remote``): exit status 0;
+* the client came and is gone without saying so (its address stops
+  accepting connections: it crashed or was killed): status 1;
+* no client came within ``--client-wait`` seconds (default 600; the
+  ``COMPAT_DISTRIBUTE_CLIENT_WAIT`` environment variable): status 3;
+* SIGTERM or Ctrl-C (SIGINT): status 128 + the signal's number.
+
+A mistake in ``TF_CONFIG`` or on the command line prints one error with the
+value and the fix and exits with status 2.  The server is TensorFlow's gRPC
+service, which answers anyone who reaches its port, unauthenticated, on
+every interface: it says so when it starts.
+
+>>> check_serve_config('{"cluster": {"chief": ["a:1"], "worker": ["b:1"], '
+...                    '"ps": ["c:1"]}, "task": {"type": "chief", "index": 0}}')
+Traceback (most recent call last):
+...
+ValueError: TF_CONFIG names this task 'chief', which serve does not run: serve runs the 'worker' and 'ps' tasks; the chief runs the training program (python -m compat_distribute run train.py). TF_CONFIG is '{"cluster": {"chief": ["a:1"], "worker": ["b:1"], "ps": ["c:1"]}, "task": {"type": "chief", "index": 0}}'. Set "task": {"type": "worker" or "ps", "index": N} for this task.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from typing import Optional, Sequence
+
+from compat_distribute.cluster import remote
+from compat_distribute.cluster import tasks
+from compat_distribute.runtime.errors import Error
+
+PROG = "python -m compat_distribute serve"
+SHORT_USAGE = f"usage: {PROG} [--client-wait SECONDS]\n"
+DEFAULT_CLIENT_WAIT = 600.0
+CLIENT_WAIT_VARIABLE = "COMPAT_DISTRIBUTE_CLIENT_WAIT"
+POLL_SECONDS = 0.2
+# Failed connection checks in a row that mean the client is gone.
+GONE_AFTER = 5
+# Seconds to let the chief close its connections once it said it is done.
+CLOSE_WAIT = 10.0
+HELP = f"""\
+{SHORT_USAGE}
+Runs this task's TensorFlow server for a CentralStorageStrategy program on
+a cluster.  TF_CONFIG names the cluster (jobs 'chief', 'worker' and 'ps')
+and this task ('worker' or 'ps'); the chief runs the training program
+('python -m compat_distribute run train.py' with its own TF_CONFIG).
+
+Ends when the chief says its job is done (status 0), when the chief is
+gone without saying so (1), when no chief came within the client wait (3),
+or on SIGTERM / Ctrl-C (128 + signal number).  A mistake in TF_CONFIG or on
+the command line: status 2.
+
+  --client-wait SECONDS  how long to wait for the chief to come (default
+                         {DEFAULT_CLIENT_WAIT:g}, or ${CLIENT_WAIT_VARIABLE})
+
+The server answers anyone who can reach its port, without authentication,
+on every network interface: run it only on a trusted network.
+"""
+
+
+HELP_FLAGS = ("-h", "--help", "-help", "-?")
+
+
+class UsageError(Error, ValueError):
+  """A mistake on ``serve``'s command line (exit status 2)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ServedTask:
+  """The task ``TF_CONFIG`` names, and its cluster."""
+  cluster: dict
+  job: str
+  index: int
+
+  @property
+  def address(self) -> str:
+    return tasks.task_addresses(self.cluster, self.job)[self.index]
+
+  @property
+  def client_address(self) -> str:
+    return tasks.task_addresses(self.cluster, remote.CLIENT_JOB)[0]
+
+
+def check_serve_config(text: Optional[str]) -> ServedTask:
+  """The task ``serve`` runs, from ``TF_CONFIG``'s value.
+
+  Raises:
+    ValueError: unset or not JSON, no ``chief``/``worker``/``ps`` job, a
+      task type other than worker or ps, an index out of range.
+  """
+  example = ('{"cluster": {"chief": ["host0:2222"], "worker": ["host1:2222"], '
+             '"ps": ["host2:2222"]}, "task": {"type": "worker", "index": 0}}')
+  if not text or not text.strip():
+    raise ValueError(
+        "TF_CONFIG is not set: serve reads the cluster and this task from it. "
+        f"Set it to e.g. '{example}'.")
+  config = tasks.load_tf_config(text)
+  cluster = config.get("cluster")
+  task = config.get("task")
+  missing = [job for job in (remote.CLIENT_JOB, *remote.SERVED_JOBS)
+             if not isinstance(cluster, dict) or not cluster.get(job)]
+  if missing:
+    raise ValueError(
+        f"TF_CONFIG's cluster has no {' or '.join(repr(j) for j in missing)} "
+        f"job: serve runs a worker or ps task for a chief that runs the "
+        f"training program. TF_CONFIG is {text!r}. Give the cluster all "
+        f"three jobs, e.g. '{example}'.")
+  job = task.get("type") if isinstance(task, dict) else None
+  if job not in remote.SERVED_JOBS:
+    where = ("the training program (python -m compat_distribute run "
+             "train.py)" if job == remote.CLIENT_JOB else "nothing serve runs")
+    raise ValueError(
+        f"TF_CONFIG names this task {job!r}, which serve does not run: serve "
+        f"runs the 'worker' and 'ps' tasks; the chief runs {where}. "
+        f"TF_CONFIG is {text!r}. Set \"task\": {{\"type\": \"worker\" or "
+        "\"ps\", \"index\": N} for this task.")
+  tasks.check_cluster(cluster, job, task.get("index"), "TF_CONFIG")
+  return ServedTask(cluster, job, int(task["index"]))
+
+
+def parse_args(argv: Sequence[str]) -> float:
+  """The client wait in seconds from the command line (after ``serve``).
+
+  >>> parse_args(["--client-wait", "30"])
+  30.0
+
+  Raises:
+    UsageError: an unknown argument or a wait that is not above 0.
+  """
+  args = list(argv)
+  wait_text = os.environ.get(CLIENT_WAIT_VARIABLE, "")
+  source = CLIENT_WAIT_VARIABLE
+  while args:
+    arg = args.pop(0)
+    if arg.startswith("--client-wait="):
+      wait_text, source = arg.split("=", 1)[1], "--client-wait"
+    elif arg == "--client-wait":
+      if not args:
+        raise UsageError("--client-wait needs a number of seconds")
+      wait_text, source = args.pop(0), "--client-wait"
+    else:
+      raise UsageError(f"unknown argument {arg!r}")
+  if not wait_text.strip():
+    return DEFAULT_CLIENT_WAIT
+  try:
+    seconds = float(wait_text)
+  except ValueError:
+    seconds = -1.0
+  if not seconds > 0:
+    raise UsageError(
+        f"{source} must be a number of seconds above 0, got {wait_text!r}; "
+        f"e.g. --client-wait 60 (default {DEFAULT_CLIENT_WAIT:g})")
+  return seconds
+
+
+# The signal that asked this process to stop, once one did.
+_stop_signal: list[int] = []
+
+
+def _note_stop(signum: int, frame: object) -> None:
+  del frame
+  _stop_signal.append(signum)
+
+
+def _say(message: str) -> None:
+  sys.stdout.write(f"compat_distribute serve: {message}\n")
+  sys.stdout.flush()
+
+
+def serve(task: ServedTask, client_wait: float) -> None:
+  """Runs ``task``'s server until the client is done, then ends the
+  process with the exit status (see the module docstring): TensorFlow's
+  server cannot be stopped, and its teardown at exit may block, so the
+  process ends at once (``os._exit``) after flushing its output."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  signal.signal(signal.SIGTERM, _note_stop)
+  signal.signal(signal.SIGINT, _note_stop)
+  # The client's "done" file lands in this process's working folder.
+  workdir = tempfile.mkdtemp(prefix="compat_distribute-serve-")
+  os.chdir(workdir)
+  try:
+    server = tf.distribute.Server(
+        tf.train.ClusterSpec(task.cluster), job_name=task.job,
+        task_index=task.index, protocol="grpc", start=True)
+    _say(f"/job:{task.job}/task:{task.index} serving at {task.address} "
+         f"(port {task.address.rsplit(':', 1)[-1]} on every interface); "
+         f"waiting up to {client_wait:g} s for the chief at "
+         f"{task.client_address}")
+    _say("WARNING: this server answers anyone who reaches its port, without "
+         "authentication; run it only on a trusted network")
+    status = _watch(server, task, client_wait)
+  finally:
+    os.chdir(os.path.dirname(workdir))
+    shutil.rmtree(workdir, ignore_errors=True)
+  sys.stdout.flush()
+  sys.stderr.flush()
+  os._exit(status)  # pylint: disable=protected-access
+
+
+def _watch(server: object, task: ServedTask, client_wait: float) -> int:
+  del server  # serves until the process ends
+  start = time.monotonic()
+  came, misses = False, 0
+  while True:
+    if _stop_signal:
+      _say(f"stopped by signal {_stop_signal[0]}")
+      return 128 + _stop_signal[0]
+    if os.path.exists(remote.DONE_FILE):
+      _say("the chief says its job is done; stopping")
+      # Let the chief close its connections first (bounded).
+      deadline = time.monotonic() + CLOSE_WAIT
+      while (time.monotonic() < deadline and
+             tasks.accepts(task.client_address)):
+        time.sleep(POLL_SECONDS)
+      return 0
+    if tasks.accepts(task.client_address):
+      came, misses = True, 0
+    elif came:
+      misses += 1
+      if misses >= GONE_AFTER:
+        _say(f"the chief at {task.client_address} is gone without saying "
+             "its job is done; stopping")
+        return 1
+    elif time.monotonic() - start > client_wait:
+      _say(f"no chief came to {task.client_address} within {client_wait:g} "
+           "s; stopping (wait longer with --client-wait SECONDS)")
+      return 3
+    time.sleep(POLL_SECONDS)
+
+
+def main(argv: Sequence[str]) -> int:
+  """``serve``'s entry point; returns the exit status."""
+  if any(a in HELP_FLAGS for a in argv):
+    sys.stdout.write(HELP)
+    return 0
+  try:
+    client_wait = parse_args(argv)
+  except UsageError as e:
+    sys.stderr.write(f"{SHORT_USAGE}{PROG}: error: {e}\n")
+    return 2
+  try:
+    task = check_serve_config(os.environ.get("TF_CONFIG"))
+  except ValueError as e:
+    sys.stderr.write(f"{PROG}: error: {e}\n")
+    return 2
+  return serve(task, client_wait)
