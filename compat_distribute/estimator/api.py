@@ -29,6 +29,7 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import sys
+import threading
 import types
 from typing import Callable, Optional, Sequence
 
@@ -47,6 +48,11 @@ API_PATHS: dict[str, str] = {
     "compat.v1": V1_API, "compat.v1.compat.v1": V1_API,
     "compat.v2.compat.v1": V1_API,
 }
+# TensorFlow's API modules by import name (an ``import tensorflow.compat.v2``
+# statement loads a fresh module object when that name is not loaded yet,
+# and rebinds ``tf.compat`` to fresh ones) -> their path below tf.
+API_IMPORT_NAMES: dict[str, str] = {
+    "tensorflow." + path: path for path in API_PATHS if path}
 # Import names served by EstimatorImportFinder -> the API module (path
 # below tf) whose ``estimator`` they name.
 IMPORT_ALIASES: dict[str, str] = {
@@ -113,21 +119,26 @@ def _api_module(path: str) -> types.ModuleType:
   return module
 
 
+def attach_to(module: types.ModuleType, path: str,
+              attached: list[Attached]) -> None:
+  """Puts a ``LazyEstimatorAPI`` as ``module.estimator`` (the API module at
+  ``path`` below tf) if it has none, recording it in ``attached``."""
+  if hasattr(module, "estimator"):
+    return
+  lazy = LazyEstimatorAPI(".".join(filter(None, ("tf", path, "estimator"))),
+                          API_PATHS[path], path)
+  module.estimator = lazy
+  attached.append((module, lazy))
+
+
 def attach() -> list[Attached]:
   """Puts a ``LazyEstimatorAPI`` as ``estimator`` in every API module of
   ``API_PATHS`` that has none; returns (module, lazy module) pairs for
   ``detach``."""
-  attached = []
+  attached: list[Attached] = []
   try:
-    for path, target in API_PATHS.items():
-      module = _api_module(path)
-      if hasattr(module, "estimator"):
-        continue
-      lazy = LazyEstimatorAPI(".".join(filter(None, ("tf", path,
-                                                     "estimator"))),
-                              target, path)
-      module.estimator = lazy
-      attached.append((module, lazy))
+    for path in API_PATHS:
+      attach_to(_api_module(path), path, attached)
   except BaseException:
     detach(attached)
     raise
@@ -171,12 +182,16 @@ class _AliasLoader(importlib.abc.Loader):
 
 
 class _GuardedLoader(importlib.abc.Loader):
-  """Runs ``before`` and then the package's own loader."""
+  """Runs ``before``, the module's own loader, then ``after`` (with the
+  module, and the one that replaced it in ``sys.modules`` if any)."""
 
   def __init__(self, loader: importlib.abc.Loader,
-               before: Callable[[], None]) -> None:
+               before: Callable[[], None] = lambda: None,
+               after: Callable[[types.ModuleType], None] = lambda m: None
+               ) -> None:
     self._loader = loader
     self._before = before
+    self._after = after
 
   def create_module(self, spec: ModuleSpec) -> Optional[types.ModuleType]:
     self._before()
@@ -189,6 +204,7 @@ class _GuardedLoader(importlib.abc.Loader):
       module.__loader__ = self._loader
       if getattr(module, "__spec__", None) is not None:
         module.__spec__.loader = self._loader
+    self._after(sys.modules.get(module.__name__, module))
 
   def __getattr__(self, name: str) -> object:
     return getattr(self._loader, name)
@@ -208,6 +224,8 @@ class EstimatorImportFinder(importlib.abc.MetaPathFinder):
                attached: list[Attached]) -> None:
     self._before_import = before_import
     self._tf_minor = tf_minor
+    self._attached = attached
+    self._busy = threading.local()  # names being looked up by this thread
     by_path = {lazy.api_path: lazy for _, lazy in attached}
     self._aliases = {alias: by_path[path]
                      for alias, path in IMPORT_ALIASES.items()
@@ -225,24 +243,44 @@ class EstimatorImportFinder(importlib.abc.MetaPathFinder):
   def _find_elsewhere(self, fullname: str, path: SearchPath,
                       target: Optional[types.ModuleType]
                       ) -> Optional[ModuleSpec]:
-    for finder in list(sys.meta_path):
-      find = getattr(finder, "find_spec", None)
-      if finder is self or find is None:
-        continue
-      spec = find(fullname, path, target)
-      if spec is not None:
-        return spec
-    return None
+    """The spec the other finders give (another finder that asks every
+    finder in turn, as install()'s does, asks this one again: it is told
+    None)."""
+    busy = vars(self._busy).setdefault("names", set())
+    busy.add(fullname)
+    try:
+      for finder in list(sys.meta_path):
+        find = getattr(finder, "find_spec", None)
+        if finder is self or find is None:
+          continue
+        spec = find(fullname, path, target)
+        if spec is not None:
+          return spec
+      return None
+    finally:
+      busy.discard(fullname)
 
   def find_spec(self, fullname: str, path: SearchPath = None,
                 target: Optional[types.ModuleType] = None
                 ) -> Optional[ModuleSpec]:
+    if fullname in vars(self._busy).get("names", ()):
+      return None
     if fullname == PACKAGE:
       spec = self._find_elsewhere(fullname, path, target)
       if spec is None:
         raise EstimatorNotInstalledError(self._tf_minor)
       if hasattr(spec.loader, "exec_module"):
         spec.loader = _GuardedLoader(spec.loader, self._before_import)
+      return spec
+    if fullname in API_IMPORT_NAMES and self._attached:
+      # A fresh copy of an API module (it would replace tf.compat's): it
+      # gets its lazy ``estimator`` as TensorFlow 2.15's copies had theirs.
+      spec = self._find_elsewhere(fullname, path, target)
+      if spec is not None and hasattr(spec.loader, "exec_module"):
+        api_path = API_IMPORT_NAMES[fullname]
+        spec.loader = _GuardedLoader(
+            spec.loader, after=lambda module: attach_to(
+                module, api_path, self._attached))
       return spec
     for alias, lazy in self._aliases.items():
       if fullname == alias or fullname.startswith(alias + "."):
