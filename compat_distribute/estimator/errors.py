@@ -76,7 +76,7 @@ class KerasAlreadyLoadedError(Error, ImportError):
   def __init__(self, resolved: str) -> None:
     super().__init__(
         "TensorFlow Estimator needs tf.keras to be Keras 2 (tf-keras), but "
-        f"this program already loaded tf.keras as {resolved!r} before "
+        f"this program already loaded it as {resolved} before "
         "importing Estimator, and TensorFlow does not switch it afterwards. "
         "Import tensorflow_estimator (or use tf.estimator) before the first "
         "use of tf.keras, or start the program with TF_USE_LEGACY_KERAS=1 "
