@@ -30,6 +30,10 @@ ours.  TensorFlow's own implementation modules (``tensorflow.python.*``)
 keep their classes, so TensorFlow's and Keras' internal checks still see
 TensorFlow's strategies as what they are.
 
+On a TensorFlow without what TensorFlow Estimator needs (2.16 and later),
+``install()`` also supplies it (``compat_distribute.estimator``;
+docs/estimator.md), and ``uninstall()`` takes it out.
+
 ``uninstall()`` puts the exact original objects back.  Both are idempotent,
 and ``install()`` also works as a context manager that undoes only what it
 did:

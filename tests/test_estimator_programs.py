@@ -11,6 +11,9 @@ On TensorFlow 2.16+ this is Estimator running on the pieces
 it is Estimator on TensorFlow's own pieces with our strategies.
 """
 import importlib.util
+import os
+import re
+import sys
 
 import pytest
 
@@ -66,3 +69,40 @@ def test_run_config_strategies_by_v1_and_v2_names(tmp_path):
     assert result["replicas"] == (2 if "CentralStorage" in name else 1)
     assert len(result["losses"]) == len(result["dnn_losses"]) == 4
   estimator_support.assert_close(ours, native, skip=("tf_keras", "strategy"))
+
+
+def _page_example():
+  """The ``# train.py`` example of docs/estimator.md."""
+  page = open(os.path.join(estimator_support.ROOT, "docs", "estimator.md"),
+              encoding="utf-8").read()
+  blocks = re.findall(r"```python\n(# train\.py\n.*?)```", page, re.DOTALL)
+  assert len(blocks) == 1, "docs/estimator.md has one # train.py example"
+  return blocks[0]
+
+
+def test_docs_page_example_prints_what_native_tensorflow_2_15_prints(
+    tmp_path):
+  script = tmp_path / "train.py"
+  script.write_text(_page_example())
+  oracle = estimator_support.oracle_python()
+  env = estimator_support.environment()
+  processes = {
+      "ours": estimator_support.start(
+          [sys.executable, "-m", "compat_distribute", "run", str(script)],
+          estimator_support.ROOT, env),
+      "native": estimator_support.start([oracle, str(script)],
+                                        str(tmp_path), env)}
+  outputs = {}
+  try:
+    for who, process in processes.items():
+      out, err = process.communicate(timeout=estimator_support.TIMEOUT)
+      assert process.returncode == 0, f"{who}: {err[-4000:]}"
+      outputs[who] = [line for line in out.splitlines()
+                      if line.startswith(("w =", "loss ="))]
+  finally:
+    for process in processes.values():
+      if process.poll() is None:
+        process.kill()
+        process.communicate()
+  assert len(outputs["native"]) == 2
+  assert outputs["ours"] == outputs["native"]
