@@ -9,9 +9,10 @@ loader that resolves, at its first use, to Keras 3 -- or to tf-keras
 
 So when Estimator is imported (``prepare_for_estimator``, called just
 before ``tensorflow_estimator`` runs): if TensorFlow routes ``tf.keras`` and
-it has not resolved yet, the switch is set, and ``tf.keras`` becomes Keras 2
-for the whole program -- as it was on TensorFlow 2.15, which an Estimator
-program was written for.  A program that already used ``tf.keras`` as
+it has not resolved yet, the switch is set and the loaders of ``tf``,
+``tf.compat.v1`` and ``tf.compat.v2`` are resolved, and ``tf.keras`` is
+Keras 2 for the whole program -- as it was on TensorFlow 2.15, which an
+Estimator program was written for.  A program that already used ``tf.keras`` as
 Keras 3 gets ``KerasAlreadyLoadedError`` (TensorFlow does not switch a
 resolved loader), and a missing tf-keras ``TfKerasMissingError``, both
 with the fix.  ``restore`` puts the environment variable back as it was
@@ -89,11 +90,28 @@ def prepare_for_estimator() -> Optional[tuple[Optional[str]]]:
     return None  # tf.keras is Keras 2 already
   if importlib.util.find_spec("tf_keras") is None:
     raise TfKerasMissingError(tf_minor())
-  if _legacy_switch_on():
-    return None
-  previous = os.environ.get(LEGACY_KERAS_VARIABLE)
-  os.environ[LEGACY_KERAS_VARIABLE] = "1"
-  return (previous,)
+  token = None
+  if not _legacy_switch_on():
+    token = (os.environ.get(LEGACY_KERAS_VARIABLE),)
+    os.environ[LEGACY_KERAS_VARIABLE] = "1"
+  _resolve_routes()
+  return token
+
+
+def _resolve_routes() -> None:
+  """Resolves every Keras-routing loader of the API now, while the switch
+  is on: a loader resolves at its first use, which may come on a thread
+  whose ``os.environ`` is not the process's (tests of multi-worker code
+  swap in a per-thread environment), or after the variable changed."""
+  for path in _PATHS:
+    module = tf
+    for part in path.split(".") if path else ():
+      module = getattr(module, part)
+    for name in sorted(vars(module)):
+      value = vars(module)[name]
+      if _tf_private.keras_state(value) == "unresolved":
+        # A name the loader lacks makes it resolve (then reads None).
+        getattr(value, "_compat_distribute_resolve", None)
 
 
 def restore(token: Optional[tuple[Optional[str]]]) -> None:
