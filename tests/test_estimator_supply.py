@@ -139,3 +139,12 @@ def test_tpu_functionality_is_refused_naming_tpu_estimator():
       "tpu_embedding.AdagradParameters is TPUEstimator functionality")
   assert "TensorFlow 2.16 removed" in error["message"]
   assert result["custom_still_works"] == "EstimatorV2"
+
+
+@pytestmark_supplied
+def test_importing_estimator_makes_every_tf_keras_keras_2():
+  """tf.keras and tf.compat.v1/v2.keras are tf-keras from Estimator's import
+  on, even when first used on a thread with another os.environ."""
+  result = _run_errors("keras_routes")
+  assert result == {"tf": "tf_keras", "v1": "tf_keras", "v2": "tf_keras",
+                    "variable": "1"}
