@@ -99,12 +99,21 @@ pytestmark_supplied = pytest.mark.skipif(
     "tensorflow-estimator installed")
 
 
+@pytest.fixture(scope="module")
+def refusals():
+  return _run_errors("refusals")
+
+
+@pytest.fixture(scope="module")
+def after_import():
+  return _run_errors("tpu")
+
+
 @pytestmark_supplied
-def test_estimator_not_installed_says_how_to_install_it():
-  result = _run_errors("no_estimator")
+def test_estimator_not_installed_says_how_to_install_it(refusals):
   minor = ".".join(tf.__version__.split(".")[:2])
-  for where in ("import", "attribute"):
-    error = result[where]
+  for where in ("no_estimator", "no_estimator_attribute"):
+    error = refusals[where]
     assert error["classes"][:3] == ["EstimatorNotInstalledError", "Error",
                                     "ModuleNotFoundError"], error
     assert "pip install tensorflow-estimator==2.15.0" in error["message"]
@@ -112,8 +121,8 @@ def test_estimator_not_installed_says_how_to_install_it():
 
 
 @pytestmark_supplied
-def test_tf_keras_missing_names_the_matching_release():
-  error = _run_errors("no_tf_keras")["import"]
+def test_tf_keras_missing_names_the_matching_release(refusals):
+  error = refusals["no_tf_keras"]
   minor = ".".join(tf.__version__.split(".")[:2])
   assert error["classes"][:3] == ["TfKerasMissingError", "Error",
                                   "ImportError"], error
@@ -121,8 +130,8 @@ def test_tf_keras_missing_names_the_matching_release():
 
 
 @pytestmark_supplied
-def test_keras_3_already_in_use_is_refused_with_the_fix():
-  error = _run_errors("keras_first")["import"]
+def test_keras_3_already_in_use_is_refused_with_the_fix(refusals):
+  error = refusals["keras_first"]
   assert error["classes"][:3] == ["KerasAlreadyLoadedError", "Error",
                                   "ImportError"], error
   assert "TF_USE_LEGACY_KERAS=1" in error["message"]
@@ -130,21 +139,19 @@ def test_keras_3_already_in_use_is_refused_with_the_fix():
 
 
 @pytestmark_supplied
-def test_tpu_functionality_is_refused_naming_tpu_estimator():
-  result = _run_errors("tpu")
-  error = result["optimizer"]
+def test_tpu_functionality_is_refused_naming_tpu_estimator(after_import):
+  error = after_import["optimizer"]
   assert error["classes"][:3] == ["TPUEstimatorUnsupportedError", "Error",
                                   "NotImplementedError"], error
   assert error["message"].startswith(
       "tpu_embedding.AdagradParameters is TPUEstimator functionality")
   assert "TensorFlow 2.16 removed" in error["message"]
-  assert result["custom_still_works"] == "EstimatorV2"
+  assert after_import["custom_still_works"] == "EstimatorV2"
 
 
 @pytestmark_supplied
-def test_importing_estimator_makes_every_tf_keras_keras_2():
+def test_importing_estimator_makes_every_tf_keras_keras_2(after_import):
   """tf.keras and tf.compat.v1/v2.keras are tf-keras from Estimator's import
   on, even when first used on a thread with another os.environ."""
-  result = _run_errors("keras_routes")
-  assert result == {"tf": "tf_keras", "v1": "tf_keras", "v2": "tf_keras",
-                    "variable": "1"}
+  assert after_import["keras"] == {"tf": "tf_keras", "v1": "tf_keras",
+                                   "v2": "tf_keras", "variable": "1"}
