@@ -15,7 +15,8 @@ this interpreter (TensorFlow 2.16+ with Estimator installed) for ours,
 ``.tox/estimator-oracle/bin/python``) for native, and, to separate the
 strategy from the TensorFlow version, this interpreter with only
 Estimator's pieces supplied (TensorFlow's own strategy on the new
-TensorFlow).  Runs rotate which goes first; each times its training steps after a warm-up (a hook timing
+TensorFlow), and the same step with no strategy on each TensorFlow (the
+floor each strategy adds to).  Runs rotate which goes first; each times its training steps after a warm-up (a hook timing
 ``before_run`` to ``after_run`` of each ``Session.run``) and reports the
 median.  The table gives the median of those medians and the ratio.  A
 measurement, not a test: nothing asserts a time.
@@ -75,6 +76,8 @@ class Timer(v1.train.SessionRunHook):
 
 strategy = v1.distribute.experimental.CentralStorageStrategy(
     ["/cpu:0", "/cpu:1"])
+if os.environ.get("ESTIMATOR_STEP_NO_STRATEGY") == "1":
+  strategy = None  # the same step without a strategy: the floor
 config = tf.estimator.RunConfig(
     model_dir=tempfile.mkdtemp(), train_distribute=strategy,
     save_summary_steps=None, save_checkpoints_steps=None,
@@ -86,6 +89,7 @@ steps = sorted(timer.times[WARMUP:])
 print(json.dumps({"median_ms": 1000 * steps[len(steps) // 2],
                   "tf": tf.__version__,
                   "strategy": type(strategy).__module__.split(".")[0]}))
+
 '''
 
 
@@ -97,11 +101,13 @@ _SUPPLY_ONLY = ("import runpy, sys; from compat_distribute import estimator; "
                 "runpy.run_path(sys.argv[0], run_name='__main__')")
 
 
-def run_one(argv: list[str], steps: int, warmup: int, folder: str) -> dict:
+def run_one(argv: list[str], steps: int, warmup: int, folder: str,
+            no_strategy: bool = False) -> dict:
   script = os.path.join(folder, "estimator_worker.py")
   with open(script, "w", encoding="utf-8") as f:
     f.write(WORKER)
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TMPDIR=folder)
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TMPDIR=folder,
+             ESTIMATOR_STEP_NO_STRATEGY="1" if no_strategy else "0")
   env.pop("TF_USE_LEGACY_KERAS", None)
   done = subprocess.run(argv + [script, str(steps), str(warmup)], env=env,
                         cwd=ROOT, capture_output=True, text=True,
@@ -123,21 +129,24 @@ def main() -> int:
   rounds, steps = (2, 40) if args.quick else (args.rounds, args.steps)
   commands = {"ours": [sys.executable, "-m", "compat_distribute", "run"],
               "native": [args.native_python],
-              "tf-new": [sys.executable, "-c", _SUPPLY_ONLY]}
+              "tf-new": [sys.executable, "-c", _SUPPLY_ONLY],
+              "native-none": [args.native_python],
+              "tf-new-none": [sys.executable, "-c", _SUPPLY_ONLY]}
   medians: dict[str, list[float]] = {who: [] for who in commands}
+  names = list(commands)
   versions = {}
   with tempfile.TemporaryDirectory() as folder:
     for i in range(rounds):
-      order = (("ours", "native", "tf-new"), ("native", "tf-new", "ours"),
-               ("tf-new", "ours", "native"))[i % 3]
+      order = names[i % len(names):] + names[:i % len(names)]
       for who in order:
-        result = run_one(commands[who], steps, 20, folder)
+        result = run_one(commands[who], steps, 20, folder,
+                         no_strategy=who.endswith("-none"))
         medians[who].append(result["median_ms"])
         versions[who] = (result["tf"], result["strategy"])
         print(f"round {i + 1}/{rounds} {who:6s} TF {result['tf']:8s} "
               f"{result['median_ms']:.3f} ms/step", flush=True)
-  ours, native, tf_new = (statistics.median(medians[w])
-                          for w in ("ours", "native", "tf-new"))
+  ours, native, tf_new, native_none, new_none = (
+      statistics.median(medians[w]) for w in names)
   print()
   print("| Estimator training step (CentralStorage, 2 logical CPUs) | "
         "ms/step (median) |")
@@ -149,7 +158,13 @@ def main() -> int:
   print(f"| TensorFlow {versions['tf-new'][0]}, TensorFlow's strategy "
         f"(Estimator's pieces supplied, strategy names not replaced) | "
         f"{tf_new:.3f} |")
+  print(f"| no strategy, TensorFlow {versions['native'][0]} | "
+        f"{native_none:.3f} |")
+  print(f"| no strategy, TensorFlow {versions['tf-new'][0]} | "
+        f"{new_none:.3f} |")
   print(f"| ratio ours/native | {ours / native:.2f} |")
+  print(f"| ratio to each one's no-strategy step: ours {ours / new_none:.2f}, "
+        f"native {native / native_none:.2f} |")
   print(f"| ratio ours/TensorFlow {versions['tf-new'][0]}'s strategy | "
         f"{ours / tf_new:.2f} |")
   return 0
