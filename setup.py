@@ -12,6 +12,7 @@ setup(
         "compat_distribute.api",
         "compat_distribute.cluster",
         "compat_distribute.demo",
+        "compat_distribute.estimator",
         "compat_distribute.input",
         "compat_distribute.replicas",
         "compat_distribute.runtime",
@@ -41,5 +42,8 @@ setup(
         "test": ["pytest"],
         # benchmarks/sweep.py's plot (the tables are written without it).
         "bench": ["matplotlib"],
+        # TensorFlow Estimator on TensorFlow 2.16+ (docs/estimator.md); also
+        # install the tf-keras of your TensorFlow minor with --no-deps.
+        "estimator": ["tensorflow-estimator==2.15.0"],
     },
 )

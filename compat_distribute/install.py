@@ -37,6 +37,10 @@ ours.  TensorFlow's own implementation modules (``tensorflow.python.*``)
 keep their classes, so TensorFlow's and Keras' internal checks still see
 TensorFlow's strategies as what they are.
 
+On a TensorFlow without what TensorFlow Estimator needs (2.16 and later),
+``install()`` also supplies it (``compat_distribute.estimator``;
+docs/estimator.md), and ``uninstall()`` takes it out.
+
 ``uninstall()`` puts the exact original objects back.  Both are idempotent,
 and ``install()`` also works as a context manager that undoes only what it
 did:
@@ -102,6 +106,9 @@ _replacements: dict[int, tuple[Any, Any]] = {}
 # Entries install() added to sys.modules, as (name, module); see
 # _unloaded_import_name.
 _added_modules: list[tuple[str, Any]] = []
+# While installed: what compat_distribute.estimator supplied (nothing on a
+# TensorFlow that has Estimator's pieces, 2.12-2.15).
+_supplied: Optional[object] = None
 
 
 def _tf_module(path: str) -> Any:
@@ -305,7 +312,7 @@ def install() -> Installation:
   Raises:
     ImportError: one of the shim's classes is missing; nothing was changed.
   """
-  global _originals
+  global _originals, _supplied
   with _lock:
     if _originals is not None:
       return Installation(swapped=False)
@@ -326,6 +333,8 @@ def install() -> Installation:
       for name, module in register:
         sys.modules.setdefault(name, module)
       sys.meta_path.insert(0, _finder)
+      from compat_distribute import estimator  # pylint: disable=g-import-not-at-top
+      _supplied = estimator.supply()
     except BaseException:
       _undo(originals, register)
       raise
@@ -336,6 +345,11 @@ def install() -> Installation:
 
 def _undo(originals: list[tuple[Any, str, Any]],
           added: list[tuple[str, Any]]) -> None:
+  global _supplied
+  if _supplied is not None:
+    from compat_distribute import estimator  # pylint: disable=g-import-not-at-top
+    estimator.withdraw(_supplied)
+    _supplied = None
   while _finder in sys.meta_path:
     sys.meta_path.remove(_finder)
   for module, attr, original in reversed(originals):

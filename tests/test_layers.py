@@ -42,6 +42,7 @@ LAYERS = (
     ("api",),
     ("strategies",),
     ("cluster",),
+    ("estimator",),
     ("v1", "v2"),
     ("command_line",),
     ("demo",),
