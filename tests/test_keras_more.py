@@ -104,7 +104,9 @@ def test_one_replica_merge_call_in_a_branch_trains_like_one_device():
   single replica runs on the calling thread, trains and gives
   OneDeviceStrategy's results (docs/central_storage.md).  Keras 2's EMA
   synchronises outside the branch: there native CentralStorage trains too,
-  and ours must give what it gives."""
+  and ours must give what it gives.  So does native on TensorFlow
+  2.22.0rc0 with keras-nightly 3.16 (measured): where native trains, ours
+  gives its values, whichever Keras."""
   native_loss, native_weights = train_with_ema("native/one_device")
   loss, weights = train_with_ema("ours/central_storage/1")
   np.testing.assert_allclose(loss, native_loss, rtol=RTOL, atol=ATOL)
@@ -116,7 +118,6 @@ def test_one_replica_merge_call_in_a_branch_trains_like_one_device():
     assert "merge_call" in str(e)
     assert KERAS_3, "native refused merge_call in a branch under Keras 2"
   else:
-    assert not KERAS_3, "native CentralStorage trained Keras 3's EMA"
     np.testing.assert_allclose(loss, central_loss, rtol=RTOL, atol=ATOL)
     for a, b in zip(weights, central_weights):
       np.testing.assert_allclose(a, b, rtol=RTOL, atol=ATOL)
