@@ -45,7 +45,26 @@ def check_cross_replica(method: str) -> None:
         "args=(next(iterator),)).")
 
 
-class DistributedIterator(tf.distribute.DistributedIterator, _CompositeTensor):
+class IterationProtocol:
+  """Python iteration over ``get_next``: ``next(iterator)`` and ``for``
+  loops end with StopIteration where ``get_next`` raises OutOfRangeError."""
+
+  def __iter__(self):
+    return self
+
+  def __next__(self) -> Nest:
+    try:
+      return self.get_next()  # pytype: disable=attribute-error
+    except tf.errors.OutOfRangeError:
+      raise StopIteration from None
+
+  def next(self) -> Nest:
+    """Same as ``next(iterator)``."""
+    return self.__next__()
+
+
+class DistributedIterator(IterationProtocol, tf.distribute.DistributedIterator,
+                          _CompositeTensor):
   """Iterates over a ``DistributedDataset``: one step of input per call.
 
   With one replica each step is the dataset's element itself; with several
@@ -75,19 +94,6 @@ class DistributedIterator(tf.distribute.DistributedIterator, _CompositeTensor):
     return (f"DistributedIterator(kind={self._layout.kind!r}, "
             f"devices={self._layout.devices!r}, "
             f"element_spec={self.element_spec!r})")
-
-  def __iter__(self) -> "DistributedIterator":
-    return self
-
-  def __next__(self) -> Nest:
-    try:
-      return self.get_next()
-    except tf.errors.OutOfRangeError:
-      raise StopIteration from None
-
-  def next(self) -> Nest:
-    """Same as ``next(iterator)``."""
-    return self.__next__()
 
   def get_next(self, name: Optional[str] = None) -> Nest:
     """The next step's input.

@@ -134,7 +134,8 @@ class MultiWorkerDataset(tf.distribute.DistributedDataset, _CompositeTensor,
         tuple(p._type_spec for p in self._parts)).with_strategy(self._strategy)  # pylint: disable=protected-access
 
 
-class MultiWorkerIterator(tf.distribute.DistributedIterator, _CompositeTensor):
+class MultiWorkerIterator(iterator_lib.IterationProtocol,
+                          tf.distribute.DistributedIterator, _CompositeTensor):
   """Iterates a ``MultiWorkerDataset``: each worker's iterator lives on
   that worker."""
 
@@ -150,19 +151,6 @@ class MultiWorkerIterator(tf.distribute.DistributedIterator, _CompositeTensor):
   @property
   def _counts(self) -> list[int]:
     return [p._layout.num_replicas for p in self._parts]  # pylint: disable=protected-access
-
-  def __iter__(self) -> "MultiWorkerIterator":
-    return self
-
-  def __next__(self) -> Nest:
-    try:
-      return self.get_next()
-    except tf.errors.OutOfRangeError:
-      raise StopIteration from None
-
-  def next(self) -> Nest:
-    """Same as ``next(iterator)``."""
-    return self.__next__()
 
   def get_next(self, name: Optional[str] = None) -> Nest:
     """The next step's input from every worker.
