@@ -26,6 +26,8 @@ import sys
 import traceback
 from typing import Optional, Sequence
 
+from compat_distribute.cluster import lifetime
+
 PROG = "python -m compat_distribute"
 SHORT_USAGE = f"""\
 usage: {PROG} run SCRIPT [ARGS...]
@@ -131,6 +133,8 @@ def run_script(script: str, args: Sequence[str] = ()) -> int:
 def main(argv: Optional[Sequence[str]] = None) -> int:
   """Entry point of ``python -m compat_distribute``; returns the exit code."""
   argv = list(sys.argv[1:] if argv is None else argv)
+  # A task a LocalCluster / ServedCluster started ends with that process.
+  lifetime.end_with_parent()
   if not argv:
     return _usage_error("a command is required: run, serve or demo")
   if argv[0] in ("-h", "--help", "help"):

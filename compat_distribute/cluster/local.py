@@ -25,9 +25,10 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from typing import Any, Optional, Sequence
+
+from compat_distribute.cluster import lifetime
 
 LOOPBACK = "127.0.0.1"
 
@@ -107,24 +108,10 @@ class TaskResult:
         f"{self.stderr[-4000:]}")
 
 
-def _exit_with_parent(poll_seconds: float = 1.0) -> None:
-  """Ends this process when the one that started it is gone, so a server is
-  not left behind even if its LocalCluster never got to stop it (the parent
-  was SIGKILLed)."""
-  parent = os.getppid()
-
-  def watch() -> None:
-    while os.getppid() == parent:
-      time.sleep(poll_seconds)
-    os._exit(0)  # pylint: disable=protected-access
-
-  threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
-
-
 def _server_main() -> None:
   """Runs this process's task's server until it is killed (or the process
   that started it ends)."""
-  _exit_with_parent()
+  lifetime.end_with_parent()
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
   config = tf.compat.v1.ConfigProto(inter_op_parallelism_threads=2,
@@ -141,7 +128,7 @@ def start_process(args: list[str], env_extra: dict[str, str],
                   logs: list[Any]) -> subprocess.Popen:
   """Starts ``args`` in a session of its own, its output in two temporary
   files (``process.out``, ``process.err``, appended to ``logs`` to close)."""
-  env = dict(os.environ, **env_extra)
+  env = dict(os.environ, **lifetime.child_environment(env_extra))
   env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   out = tempfile.TemporaryFile(mode="w+")
   err = tempfile.TemporaryFile(mode="w+")
