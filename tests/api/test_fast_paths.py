@@ -9,15 +9,13 @@ from compat_distribute.runtime import context
 from compat_distribute import v2 as distribute
 from compat_distribute.values.distributed import PerReplica, PerReplicaSpec, select_replica
 from conftest import cpu
+from fixtures import strategies
 
 
-def _strategies(native):
-  module = tf.distribute if native else distribute
-  return {
-      "one_device": lambda: module.OneDeviceStrategy(cpu(0)),
-      "central_storage": lambda: module.experimental.CentralStorageStrategy(
-          [cpu(0), cpu(1)]),
-  }
+POINTS = {
+    "one_device": strategies.Comparison("one_device", device=cpu(0)),
+    "central_storage": strategies.Comparison("central_storage", 2),
+}
 
 
 def _creator_order(strategy, mode):
@@ -53,8 +51,7 @@ def _creator_order(strategy, mode):
 @pytest.mark.parametrize("kind", ["one_device", "central_storage"])
 @pytest.mark.parametrize("mode", ["eager", "tf_function"])
 def test_user_creators_run_in_native_order(kind, mode):
-  ours = _creator_order(_strategies(False)[kind](), mode)
-  native = _creator_order(_strategies(True)[kind](), mode)
+  ours, native = (_creator_order(s, mode) for s in POINTS[kind].pair())
   assert ours == native == ["inner", "outer"]
 
 

@@ -12,7 +12,7 @@ each must give native's result (fewer traces than native would be fine,
 but none of these cases has any).  By default a sample runs (see
 ``_params``); ``FUNCTION_PATTERNS_FULL=1`` runs every combination.
 
-Run as a script (``python tests/test_function_patterns.py [name ...]``)
+Run as a script (``python tests/api/test_function_patterns.py [name ...]``)
 it runs every combination and prints the ones whose results differ
 instead of asserting; ``WITH_DEVICES = True`` also compares the devices of
 the values returned.

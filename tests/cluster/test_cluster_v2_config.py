@@ -203,6 +203,7 @@ def test_serve_help_says_who_can_reach_it(capsys):
   assert "serve" in runner.USAGE
 
 
+@pytest.mark.subprocess
 @pytest.mark.cluster
 def test_serve_ends_without_a_chief_and_on_sigterm():
   ports = local_cluster.free_ports(3)
@@ -236,6 +237,7 @@ def test_serve_ends_without_a_chief_and_on_sigterm():
       log.close()
 
 
+@pytest.mark.subprocess
 def test_serve_usage_error_from_the_shell():
   result = subprocess.run(
       [sys.executable, "-m", "compat_distribute", "serve", "--bogus"],

@@ -17,6 +17,8 @@ import compat_distribute
 from compat_distribute.cluster import tasks as cluster_lib
 from compat_distribute import v1
 
+pytestmark = pytest.mark.parity
+
 V1 = tf.compat.v1
 CLUSTER = {"worker": ["127.0.0.1:9001", "127.0.0.1:9002"],
            "ps": ["127.0.0.1:9003", "127.0.0.1:9004"]}

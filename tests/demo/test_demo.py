@@ -3,7 +3,6 @@ side-by-side table, and ours matches native TF; flag errors are clear."""
 import importlib
 import json
 import os
-import pathlib
 import re
 import subprocess
 import sys
@@ -12,10 +11,11 @@ import numpy as np
 import pytest
 
 from compat_distribute import _tf_compat as tf_compat
+import support
 
 # Run from tests/, not the repository root, whose compat_distribute/ source
 # directory would shadow the installed package under `python -m`.
-CWD = pathlib.Path(__file__).resolve().parent
+CWD = support.TESTS
 demo = importlib.import_module("compat_distribute.demo.single")
 SMALL = ["--epochs", "1", "--samples", "256", "--batch_size", "32"]
 
@@ -27,6 +27,7 @@ def run_demo(*flags):
       env=env, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("flags", [
     ["--strategy", "central_storage", "--replicas", "2", "--api", "v2"],
     ["--strategy", "one_device", "--api", "v2", "--epochs", "2"],
@@ -67,6 +68,7 @@ _TF_LOG_LINE = re.compile(
 PROG = "python -m compat_distribute demo"
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("flags,message", [
     (["--strategy", "one_device", "--replicas", "3"],
      "--strategy=one_device runs exactly one replica"),
@@ -160,10 +162,11 @@ def test_progress_is_plain_when_output_is_not_a_terminal(monkeypatch):
 # second keras.utils.set_random_seed blocks for ever in TensorFlow's
 # TFE_ContextClearCaches (the chief's stack ends there, before ours trains).
 # Not yet explained; the custom-loop and fit programs of
-# tests/test_cluster_v2.py, which seed once, pass on 2.12.
+# tests/clients/cluster/test_cluster_v2.py, which seed once, pass on 2.12.
 _SEED_AFTER_REMOTE_FIT_BLOCKS = tf_compat.tensorflow_version() < (2, 13)
 
 
+@pytest.mark.subprocess
 @pytest.mark.cluster
 @pytest.mark.skipif(
     _SEED_AFTER_REMOTE_FIT_BLOCKS,

@@ -14,7 +14,6 @@ pasted script would.
 """
 import doctest
 import importlib
-import pathlib
 import pkgutil
 
 import numpy as np
@@ -22,8 +21,11 @@ import pytest
 import tensorflow as tf
 
 import compat_distribute
+import support
 
-DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
+pytestmark = pytest.mark.parity
+
+DOCS = support.ROOT / "docs"
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 # Packages whose modules' docstrings are run.  In an editable install the
 # facades live outside compat_distribute's own directory, so they are walked

@@ -8,14 +8,14 @@ TensorFlow warnings, or report a missing CPU (a sign of a device used before
 the set-up made it); the warnings a page demonstrates on purpose are listed.
 """
 import os
-import pathlib
 import re
 import subprocess
 import sys
 
 import pytest
+import support
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = support.ROOT
 RUNNER = ROOT / "tests" / "fixtures" / "standalone_doc_page.py"
 PAGES = sorted(p for p in (ROOT / "docs").glob("*.md")
                if ">>> " in p.read_text())
@@ -40,6 +40,7 @@ def test_pages_found():
       p.name for p in PAGES}
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
 def test_page_runs_as_a_script(page):
   done = subprocess.run(

@@ -2,10 +2,10 @@
 tests), and the parts of the package it must not leave out (the cluster
 strategy, the command line, installing for one's own code); every link
 resolves."""
-import pathlib
 import re
+import support
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = support.ROOT
 README = (ROOT / "README.md").read_text()
 
 

@@ -14,11 +14,12 @@ import importlib.util
 
 import pytest
 
-import estimator_support
+from support import estimator as estimator_support
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("tensorflow_estimator") is None,
     reason="tensorflow-estimator is not installed")
+pytestmark = [pytestmark, pytest.mark.subprocess]
 
 
 def test_run_config_fields_match_native_for_every_case(tmp_path):

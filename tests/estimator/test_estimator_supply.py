@@ -24,9 +24,12 @@ from compat_distribute import _tf_private
 from compat_distribute import estimator
 from compat_distribute.estimator import api
 from compat_distribute.estimator import coordinator
+import support
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ERRORS = os.path.join(ROOT, "tests", "fixtures", "estimator_errors.py")
+pytestmark = pytest.mark.parity
+
+ROOT = str(support.ROOT)
+ERRORS = str(support.FIXTURES / "estimator_errors.py")
 HAS_ESTIMATOR = importlib.util.find_spec("tensorflow_estimator") is not None
 NATIVE = estimator.has_estimator_support()
 
@@ -109,6 +112,7 @@ def after_import():
   return _run_errors("tpu")
 
 
+@pytest.mark.subprocess
 @pytestmark_supplied
 def test_estimator_not_installed_says_how_to_install_it(refusals):
   minor = ".".join(tf.__version__.split(".")[:2])
@@ -120,6 +124,7 @@ def test_estimator_not_installed_says_how_to_install_it(refusals):
     assert f'"tf-keras~={minor}.0"' in error["message"]
 
 
+@pytest.mark.subprocess
 @pytestmark_supplied
 def test_tf_keras_missing_names_the_matching_release(refusals):
   error = refusals["no_tf_keras"]
@@ -129,6 +134,7 @@ def test_tf_keras_missing_names_the_matching_release(refusals):
   assert f'pip install --no-deps "tf-keras~={minor}.0"' in error["message"]
 
 
+@pytest.mark.subprocess
 @pytestmark_supplied
 def test_keras_3_already_in_use_is_refused_with_the_fix(refusals):
   error = refusals["keras_first"]
@@ -138,6 +144,7 @@ def test_keras_3_already_in_use_is_refused_with_the_fix(refusals):
   assert "tf.keras" in error["message"]
 
 
+@pytest.mark.subprocess
 @pytestmark_supplied
 def test_tpu_functionality_is_refused_naming_tpu_estimator(after_import):
   error = after_import["optimizer"]
@@ -149,6 +156,7 @@ def test_tpu_functionality_is_refused_naming_tpu_estimator(after_import):
   assert after_import["custom_still_works"] == "EstimatorV2"
 
 
+@pytest.mark.subprocess
 @pytestmark_supplied
 def test_importing_estimator_makes_every_tf_keras_keras_2(after_import):
   """tf.keras and tf.compat.v1/v2.keras are tf-keras from Estimator's import

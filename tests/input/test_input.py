@@ -16,14 +16,10 @@ from compat_distribute import v2 as distribute
 from compat_distribute.input import DistributedDataset
 from compat_distribute.input import DistributedIterator
 from conftest import cpu
-from test_input_support import NATIVE_ONE_DEVICE
-from test_input_support import to_list
+from fixtures import strategies
+from support.input import to_list
 
 DEVICE = "/cpu:1"
-
-
-def _pair():
-  return distribute.OneDeviceStrategy(DEVICE), NATIVE_ONE_DEVICE(DEVICE)
 
 
 def _dataset():
@@ -40,7 +36,7 @@ def _values(dist):
 
 @pytest.mark.parametrize("fetch", [True, False])
 def test_one_device_elements_and_devices_match_native(fetch):
-  ours, theirs = _pair()
+  ours, theirs = strategies.pair("one_device", device=DEVICE)
   options = tf.distribute.InputOptions(experimental_fetch_to_device=fetch)
   dist = ours.experimental_distribute_dataset(_dataset(), options)
   native_dist = theirs.experimental_distribute_dataset(_dataset(), options)
@@ -55,7 +51,7 @@ def test_one_device_elements_and_devices_match_native(fetch):
 
 
 def test_one_device_from_function_matches_native(mode):
-  ours, theirs = _pair()
+  ours, theirs = strategies.pair("one_device", device=DEVICE)
   seen = []
 
   def dataset_fn(ctx):
@@ -75,7 +71,7 @@ def test_one_device_from_function_matches_native(mode):
 
 
 def test_values_from_function_returns_value_as_is():
-  ours, theirs = _pair()
+  ours, theirs = strategies.pair("one_device", device=DEVICE)
 
   def value_fn(ctx):
     return (ctx.replica_id_in_sync_group, ctx.num_replicas_in_sync, "x")
@@ -102,7 +98,7 @@ def test_numpy_dataset_matches_native_and_stays_on_host():
 
 
 def test_per_replica_mode_not_implemented_like_native():
-  ours, theirs = _pair()
+  ours, theirs = strategies.pair("one_device", device=DEVICE)
   options = tf.distribute.InputOptions(
       experimental_replication_mode=tf.distribute.InputReplicationMode
       .PER_REPLICA)
@@ -153,7 +149,7 @@ def test_place_dataset_on_device_like_native_one_device(fetch):
   # TensorFlow's OneDeviceStrategy ignores the option in
   # experimental_distribute_dataset and rejects it (ValueError) in
   # distribute_datasets_from_function; ours does the same.
-  ours, theirs = _pair()
+  ours, theirs = strategies.pair("one_device", device=DEVICE)
   options = tf.distribute.InputOptions(
       experimental_place_dataset_on_device=True,
       experimental_fetch_to_device=fetch)
@@ -180,7 +176,7 @@ def test_place_dataset_on_device_rejected_with_several_replicas():
 
 
 def test_buffer_size_option():
-  ours, _ = _pair()
+  ours, _ = strategies.pair("one_device", device=DEVICE)
   for size in (0, 1, 4):
     options = tf.distribute.InputOptions(
         experimental_per_replica_buffer_size=size)
@@ -193,7 +189,7 @@ def test_buffer_size_option():
 
 
 def test_bad_options_and_datasets():
-  ours, _ = _pair()
+  ours, _ = strategies.pair("one_device", device=DEVICE)
   with pytest.raises(TypeError, match="InputOptions or None.*dict"):
     ours.experimental_distribute_dataset(_dataset(), {"fetch": True})
   with pytest.raises(TypeError) as info:
@@ -209,7 +205,7 @@ def test_bad_options_and_datasets():
 
 
 def test_reiteration_stop_and_out_of_range():
-  ours, _ = _pair()
+  ours, _ = strategies.pair("one_device", device=DEVICE)
   dist = ours.experimental_distribute_dataset(tf.data.Dataset.range(4).batch(2))
   first, second = iter(dist), iter(dist)
   assert to_list(next(first)) == [0, 1]
@@ -224,7 +220,7 @@ def test_reiteration_stop_and_out_of_range():
 
 
 def test_get_next_as_optional_value(mode):
-  ours, _ = _pair()
+  ours, _ = strategies.pair("one_device", device=DEVICE)
   it = iter(ours.experimental_distribute_dataset(_dataset()))
 
   def read():
@@ -240,7 +236,7 @@ def test_get_next_as_optional_value(mode):
 
 
 def test_get_next_inside_run_is_an_error():
-  ours, _ = _pair()
+  ours, _ = strategies.pair("one_device", device=DEVICE)
   it = iter(ours.experimental_distribute_dataset(_dataset()))
   with pytest.raises(ValueError, match="outside"):
     ours.run(lambda: it.get_next())
@@ -249,7 +245,7 @@ def test_get_next_inside_run_is_an_error():
 
 
 def test_iter_in_tf1_graph_is_an_error():
-  ours, _ = _pair()
+  ours, _ = strategies.pair("one_device", device=DEVICE)
   dist = ours.experimental_distribute_dataset(_dataset())
   with tf.Graph().as_default():
     with pytest.raises(RuntimeError, match="make_dataset_iterator"):
@@ -260,7 +256,7 @@ def test_iter_in_tf1_graph_is_an_error():
 
 
 def test_types_and_reprs():
-  ours, _ = _pair()
+  ours, _ = strategies.pair("one_device", device=DEVICE)
   dist = ours.experimental_distribute_dataset(_dataset())
   it = iter(dist)
   assert isinstance(dist, tf.distribute.DistributedDataset)
@@ -277,7 +273,7 @@ def test_types_and_reprs():
 
 
 def test_no_retracing_for_datasets_and_iterators():
-  ours, _ = _pair()
+  ours, _ = strategies.pair("one_device", device=DEVICE)
   traces = []
 
   @tf.function
@@ -303,7 +299,7 @@ def test_no_retracing_for_datasets_and_iterators():
 
 
 def test_input_signature_from_element_spec():
-  ours, _ = _pair()
+  ours, _ = strategies.pair("one_device", device=DEVICE)
   dist = ours.experimental_distribute_dataset(_dataset())
   f = tf.function(lambda x: x["y"][0] + 1.0,
                   input_signature=[dist.element_spec])
@@ -311,7 +307,7 @@ def test_input_signature_from_element_spec():
 
 
 def test_reduce():
-  ours, _ = _pair()
+  ours, _ = strategies.pair("one_device", device=DEVICE)
   dist = ours.experimental_distribute_dataset(_dataset())
   total = dist.reduce(tf.constant(0, tf.int64),
                       lambda s, x: s + tf.reduce_sum(x["x"]))
@@ -371,7 +367,7 @@ def test_value_context_members():
 
 
 def test_enumerate_in_tf_function_raises_instead_of_hanging():
-  ours, theirs = _pair()
+  ours, theirs = strategies.pair("one_device", device=DEVICE)
   for strategy in (ours, theirs):
     dist = strategy.experimental_distribute_dataset(_dataset())
 

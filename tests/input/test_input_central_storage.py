@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from test_input_support import central_storage_class
-from test_input_support import native
-from test_input_support import native_local_values
+from support.input import central_storage_class
+from support.input import native
+from support.input import native_local_values
 
 NS = [1, 2, 4]
 

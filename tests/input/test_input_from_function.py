@@ -14,10 +14,10 @@ import tensorflow as tf
 from compat_distribute import input as input_lib
 from compat_distribute.input import build
 from conftest import cpu
-from test_input_support import fake_workers
-from test_input_support import local_values
-from test_input_support import native
-from test_input_support import native_local_values
+from support.input import fake_workers
+from support.input import local_values
+from support.input import native
+from support.input import native_local_values
 
 
 def _dataset(size=5, batch=1):

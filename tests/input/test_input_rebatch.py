@@ -14,11 +14,11 @@ import tensorflow as tf
 from compat_distribute import input as input_lib
 from compat_distribute.input import rebatch
 from conftest import cpu
-from test_input_support import fake_workers
-from test_input_support import devices_of
-from test_input_support import local_values
-from test_input_support import native
-from test_input_support import native_local_values
+from support.input import fake_workers
+from support.input import devices_of
+from support.input import local_values
+from support.input import native
+from support.input import native_local_values
 
 NATIVE_SPLITS = {
     (8, 4, 1): [[[0, 1, 2, 3]], [[4, 5, 6, 7]]],

@@ -12,7 +12,7 @@ import tensorflow as tf
 from compat_distribute import input as input_lib
 from compat_distribute import v1 as distribute_v1
 from conftest import cpu
-from test_input_support import fake_workers
+from support.input import fake_workers
 
 V1 = tf.compat.v1
 PER_WORKER = tf.distribute.InputReplicationMode.PER_WORKER

@@ -4,7 +4,7 @@ Under TensorFlow's strategies this can kill the process: the iterator
 fetches through a MultiDeviceIterator, whose destructor lets go of the
 dataset before it stops the thread still reading from it, and that thread
 then reads freed memory (SIGSEGV).  It is what killed the differential
-core on the 2.23 nightly in ``tests/test_keras.py``, when native Keras'
+core on the 2.23 nightly in ``tests/clients/keras/test_keras.py``, when native Keras'
 ``evaluate`` dropped the iterator it had opened to build its metrics
 (docs/compatibility.md, "A crash in TensorFlow's MultiDeviceIterator").
 
@@ -15,15 +15,17 @@ native run is skipped where TensorFlow crashes by itself, and otherwise
 must survive too.
 """
 import os
-import pathlib
 import signal
 import subprocess
 import sys
 
 import pytest
 import tensorflow as tf
+import support
 
-FIXTURE = (pathlib.Path(__file__).resolve().parent / "fixtures" /
+pytestmark = [pytest.mark.parity, pytest.mark.subprocess]
+
+FIXTURE = (support.FIXTURES /
            "drop_iterator_while_fetching.py")
 ROUNDS = 40  # 2.21.0 crashed within 15 rounds in 10 of 10 runs, 2.23 within 8
 # The line that drops the iterator: where the main thread waits for the

@@ -9,24 +9,27 @@ import tensorflow as tf
 
 from compat_distribute import v2 as distribute
 from conftest import cpu, in_mode  # pylint: disable=g-bad-import-order
+from fixtures import strategies
+
+pytestmark = pytest.mark.parity
 
 KINDS = ["one_device", "central_1", "central_2"]
 
 
+POINTS = {
+    "one_device": strategies.Comparison("one_device", device="/cpu:0"),
+    "central_1": strategies.Comparison("central_storage", 1),
+    "central_2": strategies.Comparison("central_storage", 2),
+}
+
+
 def make(kind, native):
-  if kind == "one_device":
-    cls = (tf.distribute.OneDeviceStrategy if native else
-           distribute.OneDeviceStrategy)
-    return cls("/cpu:0")
-  cls = (tf.distribute.experimental.CentralStorageStrategy if native else
-         distribute.experimental.CentralStorageStrategy)
-  devices = ["/cpu:0"] if kind == "central_1" else ["/cpu:0", "/cpu:1"]
-  return cls(compute_devices=devices)
+  return POINTS[kind].strategy("native" if native else "ours")
 
 
 @pytest.fixture(params=KINDS)
 def pair(request):
-  return make(request.param, False), make(request.param, True)
+  return POINTS[request.param].pair()
 
 
 def outcome(fn):

@@ -26,6 +26,8 @@ from compat_distribute import _tf_private
 from compat_distribute import v1 as ours_v1
 from compat_distribute import v2 as ours_v2
 
+pytestmark = pytest.mark.parity
+
 CLASSES = {
     ("native", "v2", "od"): tf.distribute.OneDeviceStrategy,
     ("native", "v2", "cs"): tf.distribute.experimental.CentralStorageStrategy,

@@ -11,6 +11,8 @@ import tensorflow as tf
 from test_api_parity import KINDS as CONFIGS  # pylint: disable=g-bad-import-order
 from test_api_parity import make
 
+pytestmark = pytest.mark.parity
+
 
 def _run_of_a_tf_function(strategy):
   """Trace counts and what the body sees when ``run`` gets a tf.function,

@@ -8,12 +8,13 @@ import warnings
 import pytest
 import tensorflow as tf
 
-import v1_support as sup
-from test_input_support import central_storage_class
-from test_input_support import native
-from test_input_support import native_local_values
-from test_input_support import NATIVE_ONE_DEVICE
-from compat_distribute import v2
+from support import v1 as sup
+from support.input import central_storage_class
+from support.input import native
+from support.input import native_local_values
+from fixtures import strategies
+
+pytestmark = pytest.mark.parity
 
 
 def _sparse_rows(width, batch, drop):
@@ -116,7 +117,7 @@ def test_negative_buffer_size_accepted_like_native(size):
       experimental_per_replica_buffer_size=size)
   dataset = lambda *_: tf.data.Dataset.range(7).batch(2)
   results = []
-  for s in (v2.OneDeviceStrategy("/cpu:0"), NATIVE_ONE_DEVICE("/cpu:0")):
+  for s in strategies.pair("one_device", device="/cpu:0"):
     results.append(
         ([native_local_values(s, x) for x in
           s.experimental_distribute_dataset(dataset(), options)],
@@ -141,7 +142,7 @@ def _raised(thunk):
 
 
 def test_bad_dataset_arguments_raise_an_error_of_native_type():
-  ours, theirs = v2.OneDeviceStrategy("/cpu:0"), NATIVE_ONE_DEVICE("/cpu:0")
+  ours, theirs = strategies.pair("one_device", device="/cpu:0")
   dist = ours.experimental_distribute_dataset(tf.data.Dataset.range(2))
   cases = [
       lambda s: s.experimental_distribute_dataset(None),
@@ -169,7 +170,7 @@ def test_bad_dataset_arguments_raise_an_error_of_native_type():
                                     "v1_one_device"])
 def test_get_next_as_optional_in_a_single_replica_fn_like_native(config):
   if config == "v2_one_device":
-    pair = (v2.OneDeviceStrategy("/cpu:0"), NATIVE_ONE_DEVICE("/cpu:0"))
+    pair = strategies.pair("one_device", device="/cpu:0")
   elif config == "v1_one_device":
     pair = (sup.make_ours("one_device"), sup.make_native("one_device"))
   else:
@@ -233,10 +234,9 @@ def test_eager_optional_element_spec_matches_native(n):
         lambda i: (tf.range(i % 2 + 1), tf.strings.as_string(i))).padded_batch(2)
 
   results = []
-  strategies = ((v2.OneDeviceStrategy("/cpu:0"), NATIVE_ONE_DEVICE("/cpu:0"))
-                if n == 1 else
-                (central_storage_class()(["/cpu:0", "/cpu:1"]), native(2)))
-  for s in strategies:
+  pair = (strategies.pair("one_device", device="/cpu:0") if n == 1 else
+          (central_storage_class()(["/cpu:0", "/cpu:1"]), native(2)))
+  for s in pair:
     specs = []
     for dist in (s.experimental_distribute_dataset(make()),
                  s.distribute_datasets_from_function(make)):

@@ -12,24 +12,15 @@ import tensorflow as tf
 
 from compat_distribute import _tf_private
 from compat_distribute import v2 as distribute
+from fixtures import strategies
+
+pytestmark = pytest.mark.parity
 
 _STRATEGIES = {
-    "one_device": (lambda: tf.distribute.OneDeviceStrategy("/cpu:0"),
-                   lambda: distribute.OneDeviceStrategy("/cpu:0")),
-    "central_1": (
-        lambda: tf.distribute.experimental.CentralStorageStrategy(["/cpu:0"]),
-        lambda: distribute.experimental.CentralStorageStrategy(["/cpu:0"])),
-    "central_2": (
-        lambda: tf.distribute.experimental.CentralStorageStrategy(
-            ["/cpu:0", "/cpu:1"]),
-        lambda: distribute.experimental.CentralStorageStrategy(
-            ["/cpu:0", "/cpu:1"])),
+    "one_device": strategies.Comparison("one_device", device="/cpu:0"),
+    "central_1": strategies.Comparison("central_storage", 1),
+    "central_2": strategies.Comparison("central_storage", 2),
 }
-
-
-def _both(kind):
-  make_native, make_ours = _STRATEGIES[kind]
-  return make_native(), make_ours()
 
 
 def _numpy(structure):
@@ -70,7 +61,7 @@ def test_creator_inside_scope_called_once_per_variable(kind, use_function):
   # The variable-sharing creator of a multi-replica run is innermost, so a
   # creator entered inside the scope sees a variable made in `run` once,
   # not once per replica.
-  native, ours = _both(kind)
+  ours, native = _STRATEGIES[kind].pair()
   expected = _creator_calls(native, use_function)
   assert _creator_calls(ours, use_function) == expected
   assert expected[0] == ["in_run", "in_scope"]
@@ -98,7 +89,7 @@ def _creators_in_run_and_merge(strategy):
 
 @pytest.mark.parametrize("kind", sorted(_STRATEGIES))
 def test_creators_in_merge_fn_and_in_the_replica_function(kind):
-  native, ours = _both(kind)
+  ours, native = _STRATEGIES[kind].pair()
   assert _creators_in_run_and_merge(ours) == _creators_in_run_and_merge(
       native)
 
@@ -120,7 +111,7 @@ def _losses(strategy, use_function):
 @pytest.mark.parametrize("kind", sorted(_STRATEGIES))
 @pytest.mark.parametrize("use_function", [False, True])
 def test_loss_scaling_matches_native(kind, use_function):
-  native, ours = _both(kind)
+  ours, native = _STRATEGIES[kind].pair()
   assert _losses(ours, use_function) == _losses(native, use_function)
   with ours.scope(), pytest.raises(RuntimeError, match="cross replica"):
     tf.nn.compute_average_loss(tf.constant([1.0]))
@@ -139,7 +130,7 @@ def _generator_draws(strategy):
 
 @pytest.mark.parametrize("kind", sorted(_STRATEGIES))
 def test_random_generator_under_scope_matches_native(kind):
-  native, ours = _both(kind)
+  ours, native = _STRATEGIES[kind].pair()
   assert _generator_draws(ours) == _generator_draws(native)
 
 
@@ -171,7 +162,7 @@ def _contexts(strategy):
 
 @pytest.mark.parametrize("kind", sorted(_STRATEGIES))
 def test_context_queries_match_native(kind):
-  native, ours = _both(kind)
+  ours, native = _STRATEGIES[kind].pair()
   assert _contexts(ours) == _contexts(native)
 
 
@@ -205,7 +196,7 @@ def test_summary_state_set_in_a_replica_stays_there(kind, use_function,
                                                     tmp_path):
   # Native CentralStorage replicas run on threads of their own, so the
   # caller's step and writer are untouched; OneDevice runs fn directly.
-  native, ours = _both(kind)
+  ours, native = _STRATEGIES[kind].pair()
   expected = _summary_state_after_run(native, str(tmp_path / "n"),
                                       use_function)
   got = _summary_state_after_run(ours, str(tmp_path / "o"), use_function)
@@ -256,7 +247,7 @@ def test_input_and_variables_refuse_another_strategys_scope(kind):
   # TensorFlow reads a step and updates a central-storage variable only
   # with no strategy or the owning one current ("Mixing different
   # tf.distribute.Strategy objects").
-  native, ours = _both(kind)
+  ours, native = _STRATEGIES[kind].pair()
   expected = _under_another_strategy(
       native, tf.distribute.OneDeviceStrategy("/cpu:1"))
   got = _under_another_strategy(ours, distribute.OneDeviceStrategy("/cpu:1"))
@@ -301,7 +292,7 @@ def test_scope_exited_on_the_wrong_thread_still_exits_on_its_own(kind):
   # variable creator behind (later variables under another strategy fail);
   # ours undoes everything, and a variable made afterwards under a native
   # strategy works.
-  native, ours = _both(kind)
+  ours, native = _STRATEGIES[kind].pair()
   native_errors, native_after, native_clean = _exit_on_another_thread(native)
   errors, after, clean = _exit_on_another_thread(ours)
   assert (len(errors), after) == (len(native_errors), native_after) == (1,
@@ -319,7 +310,7 @@ def test_per_replica_values_made_by_tensorflow_are_taken(kind):
   # A PerReplica built by TensorFlow's own code (here by its strategy; its
   # test utilities build the same type) is used per replica by
   # TensorFlow's CentralStorage: ours too.
-  native, ours = _both(kind)
+  ours, native = _STRATEGIES[kind].pair()
   n = native.num_replicas_in_sync
   made = native.experimental_distribute_values_from_function(
       lambda ctx: tf.constant([float(ctx.replica_id_in_sync_group + 1)]))

@@ -22,6 +22,8 @@ import tensorflow as tf
 from compat_distribute import v1 as ours_v1
 from compat_distribute import v2 as ours_v2
 
+pytestmark = pytest.mark.parity
+
 NATIVE = {"v1": tf.compat.v1.distribute, "v2": tf.distribute}
 OURS = {"v1": ours_v1, "v2": ours_v2}
 PROTOCOLS = ("next", "iter", "len", "bool", "with", "index", "repr", "hash",

@@ -28,7 +28,9 @@ import tensorflow as tf
 from compat_distribute import v1 as ours_v1
 from compat_distribute import v2 as ours_v2
 from conftest import cpu, in_mode  # pylint: disable=g-bad-import-order
-from v1_support import native_session_config
+from support.v1 import native_session_config
+
+pytestmark = pytest.mark.parity
 
 # TensorFlow's modules, captured before anything could install the shim.
 NATIVE = {"v1": tf.compat.v1.distribute, "v2": tf.distribute}

@@ -12,24 +12,22 @@ import re
 import pytest
 import tensorflow as tf
 
-from compat_distribute import v2
+from fixtures import strategies
+
+pytestmark = pytest.mark.parity
 
 KINDS = ["one_device", "central_storage"]
 
 
-def make_pair(kind):
-  """(ours, native) strategies of the given kind on logical CPUs."""
-  if kind == "one_device":
-    return (v2.OneDeviceStrategy("/cpu:0"),
-            tf.distribute.OneDeviceStrategy("/cpu:0"))
-  devices = ["/cpu:0", "/cpu:1"]
-  return (v2.experimental.CentralStorageStrategy(devices),
-          tf.distribute.experimental.CentralStorageStrategy(devices))
+POINTS = {
+    "one_device": strategies.Comparison("one_device", device="/cpu:0"),
+    "central_storage": strategies.Comparison("central_storage", 2),
+}
 
 
 @pytest.fixture(params=KINDS)
 def pair(request):
-  return make_pair(request.param)
+  return POINTS[request.param].pair()
 
 
 def wrap(mode, fn):
@@ -50,7 +48,7 @@ def sparse():
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_gather_of_indexed_slices_names_them_like_tensorflow(kind, mode):
-  for strategy in make_pair(kind):
+  for strategy in POINTS[kind].pair():
     call = wrap(mode, lambda v, s=strategy: s.gather(v, axis=0))
     with pytest.raises(NotImplementedError,
                        match="gather does not support IndexedSlices"):
@@ -62,7 +60,7 @@ def test_all_gather_of_indexed_slices_names_them_like_tensorflow(kind, mode):
   def per_replica(value):
     return tf.distribute.get_replica_context().all_gather(value, axis=0)
 
-  for strategy in make_pair(kind):
+  for strategy in POINTS[kind].pair():
     with pytest.raises(NotImplementedError,
                        match="all_gather does not support IndexedSlices"):
       strategy.run(wrap(mode, per_replica), args=(sparse(),))
@@ -171,7 +169,7 @@ def test_other_dimension_mismatch_raises(mode, use_all_gather):
   def piece(ctx):
     return tf.fill((1, ctx.replica_id_in_sync_group + 1), 1)
 
-  for strategy in make_pair("central_storage"):
+  for strategy in POINTS["central_storage"].pair():
     message = _mismatch_outcome(strategy, mode, piece, use_all_gather)
     assert re.search(r"Dimension \d in both shapes must be equal", message)
 
@@ -184,7 +182,7 @@ def test_rank_mismatch_raises(mode, use_all_gather):
   phrases = (["Ranks of all input tensors should match", "Shape mismatch"]
              if mode == "eager" else
              [r"Shape must be rank \d but is rank \d", "Shape mismatch"])
-  for strategy in make_pair("central_storage"):
+  for strategy in POINTS["central_storage"].pair():
     message = _mismatch_outcome(strategy, mode, piece, use_all_gather)
     assert any(re.search(p, message) for p in phrases), message
 

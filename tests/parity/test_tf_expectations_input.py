@@ -10,6 +10,8 @@ import tensorflow as tf
 from compat_distribute import v1 as distribute_v1
 from compat_distribute import v2 as distribute_v2
 
+pytestmark = pytest.mark.parity
+
 V1 = tf.compat.v1
 
 # TensorFlow's distribute tests match this part of the error raised when a

@@ -12,31 +12,25 @@ and of ``extended.update``, checked on our strategies next to native ones.
 import pytest
 import tensorflow as tf
 
-from compat_distribute import v1
-from compat_distribute import v2
 from conftest import cpu
+from fixtures import strategies
 
-OURS = {
-    "one_device": lambda: v2.OneDeviceStrategy(cpu(0)),
-    "central_storage_2": lambda: v2.experimental.CentralStorageStrategy(
-        [cpu(0), cpu(1)]),
-    "v1_one_device": lambda: v1.OneDeviceStrategy(cpu(0)),
-    "v1_central_storage_2": lambda: v1.experimental.CentralStorageStrategy(
-        [cpu(0), cpu(1)]),
+pytestmark = pytest.mark.parity
+
+POINTS = {
+    "one_device": strategies.Comparison("one_device", device=cpu(0)),
+    "central_storage_2": strategies.Comparison("central_storage", 2),
+    "v1_one_device": strategies.Comparison("one_device", facade="v1",
+                                           device=cpu(0)),
+    "v1_central_storage_2": strategies.Comparison("central_storage", 2,
+                                                  facade="v1"),
 }
-NATIVE = {
-    "one_device": lambda: tf.distribute.OneDeviceStrategy(cpu(0)),
-    "central_storage_2": lambda: tf.distribute.experimental.
-    CentralStorageStrategy([cpu(0), cpu(1)]),
-    "v1_one_device": lambda: tf.compat.v1.distribute.OneDeviceStrategy(cpu(0)),
-    "v1_central_storage_2": lambda: tf.compat.v1.distribute.experimental.
-    CentralStorageStrategy([cpu(0), cpu(1)]),
-}
-KINDS = sorted(OURS)
+KINDS = sorted(POINTS)
 
 
 def _both(kind):
-  return [("ours", OURS[kind]()), ("native", NATIVE[kind]())]
+  ours, native = POINTS[kind].pair()
+  return [("ours", ours), ("native", native)]
 
 
 def _assert_default_state():
@@ -72,7 +66,7 @@ def test_open_creator_scope_makes_exit_fail_until_it_is_closed(kind):
   # Native TensorFlow raises the same error eagerly, but its retried exit
   # leaves its variable creator installed for the rest of the process, so
   # it is not run here.
-  _exit_inside(OURS[kind](), _open_creator_scope,
+  _exit_inside(POINTS[kind].strategy("ours"), _open_creator_scope,
                lambda inner: inner.__exit__(None, None, None),
                "Variable creator scope nesting error")
 
@@ -98,7 +92,7 @@ def test_open_device_scope_makes_exit_fail_when_scope_sets_a_device(kind):
 def test_open_variable_scope_makes_exit_fail_in_a_graph(kind):
   # Native TensorFlow raises the same error here but leaves global state
   # behind (its own test says so), so only ours runs in this process.
-  strategy = OURS[kind]()
+  strategy = POINTS[kind].strategy("ours")
   with tf.Graph().as_default():
     scope = strategy.scope()
     scope.__enter__()
@@ -133,7 +127,7 @@ def test_failed_exit_inside_variable_scope_leaves_nothing_after_the_graph(
 
 
 def test_balanced_exit_inside_variable_scope_is_fine():
-  strategy = OURS["one_device"]()
+  strategy = POINTS["one_device"].strategy("ours")
   with tf.Graph().as_default():
     with tf.compat.v1.variable_scope("outer"):
       with strategy.scope():
@@ -143,7 +137,7 @@ def test_balanced_exit_inside_variable_scope_is_fine():
 
 
 def test_exiting_a_scope_more_often_than_entered_is_a_runtime_error():
-  strategy = OURS["one_device"]()
+  strategy = POINTS["one_device"].strategy("ours")
   scope = strategy.scope()
   with scope:
     pass
@@ -153,7 +147,7 @@ def test_exiting_a_scope_more_often_than_entered_is_a_runtime_error():
 
 
 def test_nested_scopes_of_the_same_strategy_still_unwind():
-  strategy = OURS["central_storage_2"]()
+  strategy = POINTS["central_storage_2"].strategy("ours")
   outer, inner = strategy.scope(), strategy.scope()
   with outer:
     with inner:
@@ -204,7 +198,7 @@ def test_update_in_scope_is_autograph_converted_too(kind):
 
 
 def test_update_stays_unconverted_eagerly():
-  strategy = OURS["one_device"]()
+  strategy = POINTS["one_device"].strategy("ours")
   with strategy.scope():
     v = tf.Variable(1.0)
   seen = []

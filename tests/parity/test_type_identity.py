@@ -23,10 +23,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import keras_support
+from support import keras as keras_support
 
 from compat_distribute import v1 as ours_v1
 from compat_distribute import v2 as ours_v2
+
+pytestmark = pytest.mark.parity
 
 # The Keras the running TensorFlow brings, and Keras 2 beside it (tf-keras,
 # or the bundled tf.keras on TensorFlow 2.12-2.15).

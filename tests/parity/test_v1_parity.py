@@ -4,14 +4,16 @@ strategy's scope (partitioners), checked without running a Session.
 """
 import json
 import os
-import pathlib
 import subprocess
 import sys
 
 import pytest
 import tensorflow as tf
 
-from v1_support import CONFIGS, make_native, make_ours, native_session_config
+from support.v1 import CONFIGS, make_native, make_ours, native_session_config
+import support
+
+pytestmark = pytest.mark.parity
 
 
 def _partitioned(make, config, graph_mode, inside_run):
@@ -121,10 +123,11 @@ def test_iterator_initializer_is_an_op_as_in_native(config, graph_mode):
   assert ours[0] == ("Operation" if graph_mode else "NoneType")
 
 
-FIRST_TOUCH = (pathlib.Path(__file__).resolve().parent / "fixtures" /
+FIRST_TOUCH = (support.FIXTURES /
                "first_touch_in_graph.py")
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("kind", ["one_device", "central_storage"])
 def test_strategy_made_first_in_a_graph_keeps_soft_placement(kind):
   # TensorFlow initialises its runtime on first use and, if that happens
@@ -269,10 +272,11 @@ def test_group_of_one_value_returns_it_as_native(config, graph_mode):
   assert ours[0]  # the single value (graph: its op) comes back itself
 
 
-EAGER_BLOCK = (pathlib.Path(__file__).resolve().parent / "fixtures" /
+EAGER_BLOCK = (support.FIXTURES /
                "eager_block_in_tf1_process.py")
 
 
+@pytest.mark.subprocess
 def test_eager_block_in_a_tf1_process_runs_every_replica_eagerly():
   # With eager execution disabled process-wide, run inside an eager block:
   # replica threads start in graph mode and must run eagerly anyway.
@@ -307,10 +311,11 @@ def test_iterator_initializer_device_matches_native(config):
           _initializer_devices(make_native, config))
 
 
-SELECT_REPLICA = (pathlib.Path(__file__).resolve().parent / "fixtures" /
+SELECT_REPLICA = (support.FIXTURES /
                   "tf_internal_select_replica.py")
 
 
+@pytest.mark.subprocess
 def test_tf_internal_select_replica_passes_our_values_through_whole():
   # docs/differences.md, "Per-replica values are the public types only":
   # TensorFlow's private select_replica knows only its own private class.

@@ -6,27 +6,18 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from compat_distribute import v2 as distribute
 from conftest import in_mode
-from keras_support import KERAS_3
-from keras_support import keras
+from fixtures import strategies
+from support.keras import KERAS_3
+from support.keras import keras
+
+pytestmark = pytest.mark.parity
 
 A = tf.VariableAggregation
 PAIRS = {
-    "one_device": (lambda: distribute.OneDeviceStrategy("/cpu:0"),
-                   lambda: tf.distribute.OneDeviceStrategy("/cpu:0")),
-    "central_storage": (
-        lambda: distribute.experimental.CentralStorageStrategy(
-            ["/cpu:0", "/cpu:1"]),
-        lambda: tf.distribute.experimental.CentralStorageStrategy(
-            ["/cpu:0", "/cpu:1"])),
+    "one_device": strategies.Comparison("one_device", device="/cpu:0"),
+    "central_storage": strategies.Comparison("central_storage", 2),
 }
-
-
-def both(kind, program):
-  """``program(strategy)`` under ours and under native TF's ``kind``."""
-  ours, native = PAIRS[kind]
-  return program(ours()), program(native())
 
 
 def local(strategy, value):
@@ -57,7 +48,7 @@ def test_all_reduce_of_a_variable_as_native(kind, op, structure, mode):
     result = in_mode(mode, lambda: strategy.run(step))
     return tf.nest.map_structure(lambda r: local(strategy, r), result)
 
-  ours, native = both(kind, program)
+  ours, native = PAIRS[kind].both(program)
   assert ours == native
 
 
@@ -76,7 +67,7 @@ def test_gradient_through_all_reduce_of_a_variable_as_native(kind, op, mode):
 
     return local(strategy, in_mode(mode, lambda: strategy.run(step)))
 
-  ours, native = both(kind, program)
+  ours, native = PAIRS[kind].both(program)
   assert ours == native
 
 
@@ -135,7 +126,7 @@ def test_variable_method_matrix_as_native(kind, check, mode):
       v = tf.Variable([1.0, 2.0, 3.0], aggregation=A.MEAN)
     return _describe(in_mode(mode, lambda: CHECKS[check](v)))
 
-  ours, native = both(kind, program)
+  ours, native = PAIRS[kind].both(program)
   assert ours == native
 
 
@@ -158,7 +149,7 @@ def test_module_tracking_and_creation_options_as_native(kind):
             [v.name for v in model.trainable_variables],
             [v.name for v in model.non_trainable_variables])
 
-  ours, native = both(kind, program)
+  ours, native = PAIRS[kind].both(program)
   assert ours == native
 
 
@@ -199,7 +190,7 @@ def test_colocate_vars_with_only_this_strategys_variables(kind, source):
       assert "no attribute 'extended'" in str(e)
       return "AttributeError"
 
-  ours, native = both(kind, program)
+  ours, native = PAIRS[kind].both(program)
   if native == "AttributeError" and source == "no_scope":
     native = "ValueError"
   assert ours == native

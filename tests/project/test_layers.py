@@ -18,7 +18,6 @@ and checks:
 import ast
 import importlib
 import inspect
-import pathlib
 import pkgutil
 import re
 import sys
@@ -26,8 +25,9 @@ import sys
 import pytest
 
 import compat_distribute
+import support
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = support.ROOT
 PACKAGE = "compat_distribute"
 
 # Bottom first.  A unit is a subpackage of compat_distribute, or a module at
@@ -118,7 +118,7 @@ def test_every_unit_has_a_layer():
   units = {_unit(m) for m in MODULES}
   missing = sorted(units - set(LAYER_OF))
   assert not missing, (
-      f"Modules of {missing} are in no layer of tests/test_layers.py's "
+      f"Modules of {missing} are in no layer of tests/project/test_layers.py's "
       "LAYERS. Add the new subpackage to LAYERS (and to the picture in "
       "docs/architecture.md) at the level of what it imports.")
 
@@ -226,7 +226,7 @@ def test_layers_match_docs():
   assert -1 not in positions and positions == sorted(positions), (
       "docs/architecture.md must name the layers runtime/, values/, input/, "
       "api/, strategies/, cluster/, demo/ in this (bottom-up) order, as "
-      "tests/test_layers.py's LAYERS does.")
+      "tests/project/test_layers.py's LAYERS does.")
 
 
 # -- one error base ------------------------------------------------------------

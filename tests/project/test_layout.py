@@ -13,11 +13,11 @@ what it imports:
 """
 import ast
 import importlib
-import pathlib
 
 import pytest
+import support
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = support.ROOT
 PRIVATE_DOOR = ROOT / "compat_distribute" / "_tf_private.py"
 REQUIRED = ("setup.py", "compat_distribute", "v1", "v2", "tests", "docs",
             "tox.ini", "README.md", "benchmarks", "compat_distribute/py.typed")

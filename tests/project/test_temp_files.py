@@ -10,12 +10,15 @@ TMPDIR is an empty folder standing for the system temp folder: the folder is
 empty again when the session has ended.
 """
 import os
-import pathlib
 import subprocess
 import sys
 import tempfile
 
-TESTS = pathlib.Path(__file__).resolve().parent
+import pytest
+
+import support
+
+TESTS = support.TESTS
 SESSION = TESTS / "fixtures" / "temp_files_session.py"
 
 
@@ -25,6 +28,7 @@ def test_the_suite_runs_in_a_temp_folder_of_its_own():
   assert os.environ["TMPDIR"] == run_dir
 
 
+@pytest.mark.subprocess
 def test_a_session_leaves_nothing_in_the_system_temp_folder(tmp_path):
   system_temp = tmp_path / "system_temp"
   system_temp.mkdir()

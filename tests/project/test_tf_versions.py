@@ -13,18 +13,21 @@ import ast
 import configparser
 import json
 import os
-import pathlib
 import re
 import subprocess
 import sys
 import textwrap
+import tomllib
 import warnings
 
 import pytest
 
 from compat_distribute import _tf_compat
+import support
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.parity
+
+ROOT = support.ROOT
 VERSION_DOORS = {"_tf_compat.py", "_tf_private.py"}
 
 
@@ -66,6 +69,7 @@ def test_newer_versions_warn(version):
   assert ">=2.12,<2.23" in message
 
 
+@pytest.mark.subprocess
 def test_running_version_imports_as_its_place_in_the_range_says(tmp_path):
   # Inside the range (every tfNNN env): the import is silent.  Newer (the
   # nightly canary): one warning naming the running version, at the user's
@@ -115,6 +119,7 @@ def _inherited_env():
   return {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
 
 
+@pytest.mark.subprocess
 def test_import_under_too_old_tensorflow_raises():
   out = _import_with_faked_version("2.11.0")
   assert "ImportError: compat_distribute needs TensorFlow >=2.12,<2.23, but " \
@@ -122,6 +127,7 @@ def test_import_under_too_old_tensorflow_raises():
   assert "imported" not in out.replace("ImportError", "")
 
 
+@pytest.mark.subprocess
 def test_import_under_too_new_tensorflow_warns_once():
   out = _import_with_faked_version("2.23.0")
   assert "imported" in out
@@ -166,6 +172,7 @@ def _warnings_of_script(folder, files, fake_version=None):
   return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("statement", [
     "import compat_distribute.v2",
     "from compat_distribute import v1 as distribute",
@@ -179,6 +186,7 @@ def test_warning_names_the_line_that_first_loads_the_package(tmp_path,
                      "TensorFlow 2.23.0 is installed"]]
 
 
+@pytest.mark.subprocess
 def test_warning_names_the_import_in_the_users_own_module(tmp_path):
   # The import runs in a module of the user's that main.py imports: the
   # warning names that module's line, not main.py's and not the package's.
@@ -288,10 +296,38 @@ def test_nightly_canary_runs_the_core_outside_the_default():
   nightly = tox["testenv:nightly"]
   assert "nightly" not in tox["tox"]["envlist"]
   assert nightly["commands"].strip() == (
-      "pytest -q -p no:cacheprovider {posargs:{[core]tests}}")
+      "pytest -q -p no:cacheprovider -m parity {posargs:tests}")
   assert nightly["commands_pre"].strip() == "python tools/install_nightly.py"
   # No released TensorFlow beside the nightly: no extra pulls one in.
   assert nightly["extras"].strip() == ""
+
+
+def test_core_envs_select_the_parity_marker_and_the_rest_the_whole_suite():
+  # The differential core is a marker, not a list of files: a moved or a new
+  # parity file is in the core by its `pytestmark`.
+  commands = _tox()["testenv"]["commands"].strip().splitlines()
+  pytest_lines = {line.split(":", 1)[0].strip(): line.split(":", 1)[1].strip()
+                  for line in commands if "pytest" in line}
+  assert pytest_lines == {
+      "!core": "pytest -q -p no:cacheprovider {posargs:tests}",
+      "core": "pytest -q -p no:cacheprovider -m parity {posargs:tests}"}
+  assert "[core]" not in (ROOT / "tox.ini").read_text()
+
+
+def test_quick_env_leaves_out_processes_clusters_and_slow_tests():
+  quick = _tox()["testenv:quick"]
+  assert quick["commands"].strip() == (
+      'pytest -q -p no:cacheprovider '
+      '-m "not subprocess and not cluster and not slow" {posargs:tests}')
+  assert "quick" not in _tox()["tox"]["envlist"]
+
+
+def test_markers_are_registered_and_strict():
+  config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+  options = config["tool"]["pytest"]["ini_options"]
+  assert "--strict-markers" in options["addopts"].split()
+  names = sorted(line.split(":", 1)[0] for line in options["markers"])
+  assert names == ["cluster", "parity", "slow", "subprocess"]
 
 
 # -- one door for what moves between versions ----------------------------------

@@ -35,9 +35,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from central_storage_support import NativeCentralStorage
-from central_storage_support import OursCentralStorage
-from central_storage_support import compute_devices
+from support.central_storage import NativeCentralStorage
+from support.central_storage import OursCentralStorage
+from support.central_storage import compute_devices
 from compat_distribute import _tf_private
 from compat_distribute.runtime import context
 from compat_distribute.replicas import workers as replica_workers

@@ -67,6 +67,7 @@ SCRIPT = textwrap.dedent("""
     """)
 
 
+@pytest.mark.subprocess
 def test_one_format_with_and_without_logging_configured():
   done = subprocess.run([sys.executable, "-c", SCRIPT],
                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},

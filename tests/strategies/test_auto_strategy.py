@@ -16,7 +16,6 @@ choice of strategy, with ours where that choice is ``OneDeviceStrategy``.
 import importlib
 import json
 import os
-import pathlib
 import subprocess
 import sys
 import textwrap
@@ -28,9 +27,12 @@ import compat_distribute
 from compat_distribute import v2
 from compat_distribute.cluster.local import free_ports
 from compat_distribute.strategies import auto
+import support
+
+pytestmark = pytest.mark.parity
 
 install_lib = importlib.import_module("compat_distribute.install")
-TESTS = pathlib.Path(__file__).resolve().parent
+TESTS = support.TESTS
 PROBE = TESTS / "fixtures" / "auto_strategy_probe.py"
 NATIVE = getattr(tf.distribute.experimental, "auto_strategy", None)
 CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
@@ -266,6 +268,7 @@ def cases_report():
       [{"name": name, "env": env} for name, env, _ in CASES]))
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("name,expected", [(c[0], c[2]) for c in CASES])
 def test_choice_on_this_machine_matches_tensorflows(cases_report, name,
                                                      expected):
@@ -316,6 +319,8 @@ def _multi_worker(index, ours):
           "replicas": 2}
 
 
+@pytest.mark.cluster
+@pytest.mark.subprocess
 def test_two_workers_get_tensorflows_multi_worker_strategy():
   # compat_distribute implements no multi-worker strategy: TensorFlow's.
   assert _cluster("ours") == [_multi_worker(0, False),
@@ -355,6 +360,7 @@ RUNNER_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.subprocess
 def test_runner_gives_ours_where_tensorflow_has_one(tmp_path):
   script = tmp_path / "uses_auto_strategy.py"
   script.write_text(RUNNER_SCRIPT)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from central_storage_support import (REPLICAS, NativeCentralStorage,
+from support.central_storage import (REPLICAS, NativeCentralStorage,
                                      OursCentralStorage, assert_same, both,
                                      compute_devices, devices, norm, pair,
                                      per_replica, replica_float)
@@ -124,39 +124,8 @@ def test_run_unwraps_values_shared_by_all_replicas(n):
     assert strategy.run(lambda t: t, args=(same,)) is same
 
 
-@pytest.mark.parametrize("n", REPLICAS)
-def test_merge_call_groups_args_and_splits_result(n, mode):
-  def program(strategy):
-    def merge_fn(s, x, scale=1.0):
-      assert tf.distribute.in_cross_replica_context()
-      total = s.reduce(ReduceOp.SUM, x, axis=None)
-      return total * scale, x  # the same for all, and per replica
-
-    def fn():
-      ctx = tf.distribute.get_replica_context()
-      return ctx.merge_call(merge_fn, args=(replica_float(),),
-                            kwargs={"scale": 2.0})
-
-    return strategy.run(fn)
-
-  ours, native = both(n, mode, program)
-  assert_same(ours, native)
 
 
-@pytest.mark.parametrize("n", (2, 4))
-def test_merge_fn_gets_per_replica_values(n):
-  got = []
-
-  def merge_fn(strategy, x, same):
-    got.append((type(x).__name__, len(x.values), same))
-
-  def fn():
-    tf.distribute.get_replica_context().merge_call(
-        merge_fn, args=(replica_float(), "same"))
-
-  for strategy in pair(n):
-    strategy.run(fn)
-  assert got == [("PerReplica", n, "same")] * 2
 
 
 # -- reduce, gather, local results --------------------------------------------

@@ -9,17 +9,6 @@ from conftest import cpu, in_mode
 DEVICE = "/cpu:1"
 
 
-def strategies():
-  return distribute.OneDeviceStrategy(DEVICE), tf.distribute.OneDeviceStrategy(
-      DEVICE)
-
-
-def both(program):
-  """Runs ``program(strategy)`` under ours and native; returns both results."""
-  ours, native = strategies()
-  return program(ours), program(native)
-
-
 def assert_same(a, b):
   flat_a, flat_b = tf.nest.flatten(a), tf.nest.flatten(b)
   assert len(flat_a) == len(flat_b)
@@ -44,7 +33,7 @@ def test_types_and_repr():
   assert ours.extended.experimental_require_static_shapes is False
 
 
-def test_seed_example_loop_gives_90():
+def test_seed_example_loop_gives_90(compare):
   # The OneDeviceStrategy page's example: sum of x * 2 over range(10).
   def program(strategy):
     with strategy.scope():
@@ -55,7 +44,7 @@ def test_seed_example_loop_gives_90():
           tf.distribute.ReduceOp.SUM,
           strategy.run(lambda x: x * 2, args=(tf.constant(i),)), axis=None)
     return v.device, int(result)
-  ours, native = both(program)
+  ours, native = compare.both(program)
   assert ours == native == (cpu(1), 90)
 
 
@@ -90,8 +79,8 @@ def test_mixing_strategies_names_both():
   assert not tf.distribute.has_strategy()
 
 
-def test_variables_placed_on_device(mode):
-  ours, native = strategies()
+def test_variables_placed_on_device(compare, mode):
+  ours, native = compare.pair()
   for strategy in (ours, native):
     with strategy.scope():
       v = tf.Variable([1.0, 2.0])
@@ -101,7 +90,7 @@ def test_variables_placed_on_device(mode):
   assert not ours.extended.variable_created_in_scope(tf.Variable(1.0))
 
 
-def test_run_context_and_device(mode):
+def test_run_context_and_device(compare, mode):
   def program(strategy):
     def fn(x):
       ctx = tf.distribute.get_replica_context()
@@ -112,26 +101,26 @@ def test_run_context_and_device(mode):
     if mode == "eager":
       return strategy.run(fn, args=(tf.constant(3.0),))
     return tf.function(lambda: strategy.run(fn, args=(tf.constant(3.0),)))()
-  ours, native = both(program)
+  ours, native = compare.both(program)
   assert_same(ours[:3], native[:3])
   assert ours[3:] == native[3:]
   assert ours[3] == cpu(1)
 
 
-def test_run_nested_structures_and_python_values():
+def test_run_nested_structures_and_python_values(compare):
   def program(strategy):
     return strategy.run(lambda a, b, c=None: {"a": a, "b": b, "c": c},
                         args=((tf.constant(1), 2.5), [np.float32(3)]),
                         kwargs={"c": "text"})
-  ours, native = both(program)
+  ours, native = compare.both(program)
   assert_same(ours, native)
 
 
-def test_run_accepts_tf_function_and_inside_tf_function():
+def test_run_accepts_tf_function_and_inside_tf_function(compare):
   @tf.function
   def double(x):
     return x * 2
-  ours, native = strategies()
+  ours, native = compare.pair()
   for strategy in (ours, native):
     assert strategy.run(double, args=(tf.constant(4),)).numpy() == 8
     outer = tf.function(lambda x: strategy.run(double, args=(x,)))
@@ -151,18 +140,18 @@ def test_run_autograph_control_flow_in_tf_function():
 @pytest.mark.parametrize("op", ["SUM", "MEAN", "sum", "mean",
                                 tf.distribute.ReduceOp.SUM])
 @pytest.mark.parametrize("axis", [None, 0, 1, -1])
-def test_reduce_matches_native(op, axis, mode):
+def test_reduce_matches_native(compare, op, axis, mode):
   value = tf.constant([[1.0, 2.0, 4.0], [3.0, 5.0, 8.0]])
   def program(strategy):
     per_replica = strategy.run(tf.identity, args=(value,))
     return in_mode(mode, lambda: strategy.reduce(op, per_replica, axis=axis))
-  ours, native = both(program)
+  ours, native = compare.both(program)
   assert_same(ours, native)
 
 
-def test_reduce_mean_of_integers_matches_native():
+def test_reduce_mean_of_integers_matches_native(compare):
   value = tf.constant([1, 2, 4])
-  ours, native = both(lambda s: s.reduce("MEAN", value, axis=0))
+  ours, native = compare.both(lambda s: s.reduce("MEAN", value, axis=0))
   assert_same(ours, native)
 
 
@@ -196,28 +185,9 @@ def test_run_bad_input():
   assert not tf.distribute.has_strategy()
 
 
-def test_exception_in_fn_and_merge_fn_restores_contexts():
-  ours = distribute.OneDeviceStrategy(DEVICE)
-  class Boom(Exception):
-    pass
-  def fn():
-    raise Boom("in fn")
-  with pytest.raises(Boom, match="in fn"):
-    ours.run(fn)
-  def merge_fn(strategy):
-    raise Boom("in merge")
-  def fn2():
-    tf.distribute.get_replica_context().merge_call(merge_fn)
-  with ours.scope():
-    with pytest.raises(Boom, match="in merge"):
-      ours.run(fn2)
-    assert tf.distribute.get_strategy() is ours
-    assert tf.distribute.in_cross_replica_context()
-  assert not tf.distribute.has_strategy()
-  assert ours.run(lambda: tf.constant(1)).numpy() == 1
 
 
-def test_merge_call_and_collectives(mode):
+def test_merge_call_and_collectives(compare, mode):
   def program(strategy):
     def merge_fn(s, x, y=None):
       assert s is strategy
@@ -232,20 +202,13 @@ def test_merge_call_and_collectives(mode):
       gathered = ctx.all_gather(tf.constant([[1.0, 2.0]]), axis=0)
       return merged, summed, meaned, gathered
     return in_mode(mode, lambda: strategy.run(fn))
-  ours, native = both(program)
+  ours, native = compare.both(program)
   assert_same(ours, native)
 
 
-def test_merge_call_requires_replica_context():
-  from compat_distribute.replicas.context import ReplicaContext  # pylint: disable=g-import-not-at-top
-  ours = distribute.OneDeviceStrategy(DEVICE)
-  ctx = ReplicaContext(ours, 0)
-  with ours.scope():
-    with pytest.raises(RuntimeError, match="replica context"):
-      ctx.merge_call(lambda s: None)
 
 
-def test_all_reduce_gradient_matches_native():
+def test_all_reduce_gradient_matches_native(compare):
   def program(strategy):
     x = tf.constant([1.0, 2.0])
     def fn():
@@ -255,17 +218,17 @@ def test_all_reduce_gradient_matches_native():
         loss = tf.reduce_sum(y)
       return tape.gradient(loss, x)
     return strategy.run(fn)
-  ours, native = both(program)
+  ours, native = compare.both(program)
   assert_same(ours, native)
 
 
-def test_local_results_gather_group():
+def test_local_results_gather_group(compare):
   def program(strategy):
     value = strategy.run(lambda: tf.constant([[1, 2]]))
     return (strategy.experimental_local_results(value),
             strategy.experimental_local_results((1, {"a": 2})),
             strategy.gather(value, axis=0))
-  ours, native = both(program)
+  ours, native = compare.both(program)
   assert_same(ours, native)
   ours_s = distribute.OneDeviceStrategy(DEVICE)
   assert isinstance(ours_s.experimental_local_results(3), tuple)
@@ -274,7 +237,7 @@ def test_local_results_gather_group():
   assert ours_s.group([one, one]) is None  # eager tf.group returns None
 
 
-def test_extended_reduce_to_update_value_container(mode):
+def test_extended_reduce_to_update_value_container(compare, mode):
   def program(strategy):
     with strategy.scope():
       v = tf.Variable(1.0)
@@ -292,7 +255,7 @@ def test_extended_reduce_to_update_value_container(mode):
     out = in_mode(mode, body)
     return out[0], out[1], out[2], tf.convert_to_tensor(
         strategy.experimental_local_results(out[3])[0]), v.read_value()
-  ours, native = both(program)
+  ours, native = compare.both(program)
   assert_same(ours, native)
   ours_s = distribute.OneDeviceStrategy(DEVICE)
   with ours_s.scope():
@@ -300,8 +263,8 @@ def test_extended_reduce_to_update_value_container(mode):
   assert ours_s.extended.value_container(v) is v
 
 
-def test_colocate_vars_with():
-  ours, native = strategies()
+def test_colocate_vars_with(compare):
+  ours, native = compare.pair()
   for strategy in (ours, native):
     with strategy.scope():
       with tf.device("/cpu:3"):
@@ -368,8 +331,8 @@ def test_per_replica_values_do_not_retrace():
   assert len(traces) == 1
 
 
-def test_checkpoint_interchange_with_native(tmp_path):
-  ours, native = strategies()
+def test_checkpoint_interchange_with_native(compare, tmp_path):
+  ours, native = compare.pair()
   with ours.scope():
     v = tf.Variable([1.0, 2.0])
   path = tf.train.Checkpoint(v=v).save(str(tmp_path / "ours"))
@@ -383,7 +346,7 @@ def test_checkpoint_interchange_with_native(tmp_path):
   np.testing.assert_array_equal(v.numpy(), [5.0, 6.0])
 
 
-def test_v2_strategy_keeps_tf_input_iterator_methods():
+def test_v2_strategy_keeps_tf_input_iterator_methods(compare):
   # TF2 strategies still have make_dataset_iterator, make_input_fn_iterator
   # and experimental_run (TensorFlow's own strategy tests use them).
   def program(strategy):
@@ -396,5 +359,5 @@ def test_v2_strategy_keeps_tf_input_iterator_methods():
     inputs.initialize()
     second = strategy.experimental_run(lambda x: x, inputs)
     return first, second
-  ours, native = both(program)
+  ours, native = compare.both(program)
   assert_same(ours, native)

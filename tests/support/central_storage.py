@@ -1,4 +1,5 @@
-"""Helpers shared by test_central_storage*.py and test_replicas*.py.
+"""Helpers shared by the central-storage, replica and fault tests
+(strategies/test_central_storage.py, replicas/).
 
 Each differential test builds the same program under our
 ``CentralStorageStrategy`` and TensorFlow's, runs it eagerly or in a
@@ -11,33 +12,30 @@ import pytest
 import tensorflow as tf
 
 from compat_distribute import v2 as distribute
+from fixtures import strategies
 
 REPLICAS = (1, 2, 4)
 NativeCentralStorage = tf.distribute.experimental.CentralStorageStrategy
 OursCentralStorage = distribute.experimental.CentralStorageStrategy
 
 
-def compute_devices(n):
-  return [f"/cpu:{i}" for i in range(n)]
+compute_devices = strategies.devices
 
 
 def pair(n, **kwargs):
   """(ours, native) CentralStorageStrategy over logical CPUs 0..n-1."""
-  return (OursCentralStorage(compute_devices(n), **kwargs),
-          NativeCentralStorage(compute_devices(n), **kwargs))
+  return strategies.pair("central_storage", n, **kwargs)
 
 
 def run_in_mode(mode, fn):
-  if mode == "eager":
-    return fn()
-  return tf.function(fn, autograph=False)()
+  """``fn()`` eagerly or in a ``tf.function`` traced without autograph."""
+  return strategies.run_in(mode, fn, autograph=False)
 
 
 def both(n, mode, program, **kwargs):
   """``program(strategy)`` (in ``mode``) under ours and native."""
-  ours, native = pair(n, **kwargs)
-  return (run_in_mode(mode, lambda: program(ours)),
-          run_in_mode(mode, lambda: program(native)))
+  return strategies.both("central_storage", program, n, mode=mode,
+                         autograph=False, **kwargs)
 
 
 def norm(x):

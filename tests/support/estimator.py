@@ -21,7 +21,7 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 ORACLE_VARIABLE = "ESTIMATOR_ORACLE_PYTHON"
 TIMEOUT = 300.0

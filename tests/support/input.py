@@ -12,9 +12,8 @@ import tensorflow as tf
 
 from compat_distribute.input import InputWorkers
 from conftest import cpu
+from fixtures import strategies
 
-NATIVE_CENTRAL_STORAGE = tf.distribute.experimental.CentralStorageStrategy
-NATIVE_ONE_DEVICE = tf.distribute.OneDeviceStrategy
 
 
 def fake_workers(n, host=0, **choices):
@@ -26,7 +25,7 @@ def fake_workers(n, host=0, **choices):
 
 def native(n):
   """TensorFlow's CentralStorageStrategy over logical CPUs 0..n-1."""
-  return NATIVE_CENTRAL_STORAGE([f"/cpu:{i}" for i in range(n)])
+  return strategies.strategy("native", "central_storage", n)
 
 
 def central_storage_class():

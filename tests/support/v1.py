@@ -9,6 +9,8 @@ in TensorFlow's place.
 import numpy as np
 import tensorflow as tf
 
+from fixtures import strategies
+
 NATIVE_ONE_DEVICE = tf.compat.v1.distribute.OneDeviceStrategy
 NATIVE_CENTRAL_STORAGE = tf.compat.v1.distribute.experimental.CentralStorageStrategy
 assert NATIVE_ONE_DEVICE.__module__.startswith("tensorflow")
@@ -22,23 +24,14 @@ def replicas(config):
   return int(config.split("/")[1]) if "/" in config else 1
 
 
-def _devices(config):
-  return [f"/cpu:{i}" for i in range(replicas(config))]
-
-
 def make_ours(config):
-  from compat_distribute import v1  # pylint: disable=g-import-not-at-top
-  if config == "one_device":
-    return v1.OneDeviceStrategy(ONE_DEVICE)
-  return v1.experimental.CentralStorageStrategy(
-      compute_devices=_devices(config), parameter_device="/cpu:0")
+  """Our v1 strategy for ``config`` (fixtures/strategies.py's ``ours_v1``)."""
+  return strategies.make(f"ours_v1/{config}")
 
 
 def make_native(config):
-  if config == "one_device":
-    return NATIVE_ONE_DEVICE(ONE_DEVICE)
-  return NATIVE_CENTRAL_STORAGE(compute_devices=_devices(config),
-                                parameter_device="/cpu:0")
+  """TensorFlow's v1 strategy for ``config`` (``native_v1``)."""
+  return strategies.make(f"native_v1/{config}")
 
 
 def native_session_config(strategy):

@@ -15,8 +15,8 @@ from compat_distribute.runtime import logs
 from compat_distribute import v1
 from compat_distribute import v2
 from conftest import cpu
-import v1_support as sup
-from v1_support import CONFIGS, make_native, make_ours
+from support import v1 as sup
+from support.v1 import CONFIGS, make_native, make_ours
 
 
 # -- names and types ----------------------------------------------------------

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import v1_support as sup
-from v1_support import CONFIGS, make_native, make_ours
+from support import v1 as sup
+from support.v1 import CONFIGS, make_native, make_ours
 
 OPTIMIZERS = {
     "sgd": lambda: tf.compat.v1.train.GradientDescentOptimizer(0.1),

@@ -11,8 +11,8 @@ import pytest
 import tensorflow as tf
 
 from compat_distribute import v1
-import v1_support as sup
-from v1_support import CONFIGS, make_native, make_ours
+from support import v1 as sup
+from support.v1 import CONFIGS, make_native, make_ours
 
 
 # -- argument checks ----------------------------------------------------------

@@ -18,8 +18,8 @@ from compat_distribute import v2 as distribute
 from compat_distribute.variables.aggregating import AggregatingVariable
 from compat_distribute.variables.central import create_central_variable
 from conftest import cpu, in_mode
-from keras_support import keras
-from keras_support import tf_variable
+from support.keras import keras
+from support.keras import tf_variable
 
 SUM = tf.VariableAggregation.SUM
 

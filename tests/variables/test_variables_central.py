@@ -11,10 +11,11 @@ import tensorflow as tf
 from compat_distribute import v2 as distribute
 from compat_distribute.variables.aggregating import AggregatingVariable
 from conftest import in_mode
-from keras_support import keras
-from keras_support import keras_2
-from keras_support import optimizer_variables
-from keras_support import tf_variable
+from fixtures import strategies
+from support.keras import keras
+from support.keras import keras_2
+from support.keras import optimizer_variables
+from support.keras import tf_variable
 
 OURS = distribute.experimental.CentralStorageStrategy
 assert OURS.__module__.startswith("compat_distribute"), OURS
@@ -26,11 +27,6 @@ REPLICAS = [1, 2, 4]
 
 def devices(n):
   return [f"/cpu:{i}" for i in range(n)]
-
-
-def both(n, program):
-  """``program(strategy)`` under ours and under native, with n replicas."""
-  return program(OURS(devices(n))), program(NATIVE(devices(n)))
 
 
 def replica_id():
@@ -56,7 +52,7 @@ def test_type_and_placement_as_native(n):
     with strategy.scope():
       v = tf.Variable(1.0, aggregation=A.SUM)
     return type(v).__name__, v.device, v.aggregation
-  ours, native = both(n, program)
+  ours, native = strategies.both("central_storage", program, n)
   assert ours == native
   assert (ours[0] == "AggregatingVariable") == (n > 1)
 
@@ -87,7 +83,7 @@ def test_replica_updates_aggregate_as_native(n, aggregation, method, mode):
     result = in_mode(mode, lambda: strategy.run(replica_fn))
     return v.numpy(), local(strategy, result)
 
-  ours, native = both(n, program)
+  ours, native = strategies.both("central_storage", program, n)
   np.testing.assert_allclose(ours[0], native[0], rtol=1e-6)
   assert_all_equal(ours[1], native[1])
 
@@ -106,7 +102,7 @@ def test_read_value_false_and_options_as_native(n, mode):
     result = in_mode(mode, lambda: strategy.run(replica_fn))
     return float(v.numpy()), local(strategy, result)
 
-  ours, native = both(n, program)
+  ours, native = strategies.both("central_storage", program, n)
   assert ours[0] == native[0] == sum(range(n)) / n
   assert_all_equal(ours[1], native[1])
 
@@ -119,7 +115,7 @@ def test_same_python_value_from_every_replica(n, aggregation, mode):
       v = tf.Variable(1.0, aggregation=aggregation)
     in_mode(mode, lambda: strategy.run(lambda: v.assign_add(2.0)))
     return float(v.numpy())
-  assert both(n, program) == (3.0, 3.0)
+  assert strategies.both("central_storage", program, n) == (3.0, 3.0)
 
 
 @pytest.mark.parametrize("n", [2, 4])
@@ -130,7 +126,7 @@ def test_summing_one_python_value_is_an_error_as_native(n, mode):
     with pytest.raises(ValueError):
       in_mode(mode, lambda: strategy.run(lambda: v.assign_add(2.0)))
     return float(v.numpy())
-  assert both(n, program) == (1.0, 1.0)
+  assert strategies.both("central_storage", program, n) == (1.0, 1.0)
 
 
 @pytest.mark.parametrize("n", REPLICAS)
@@ -145,7 +141,7 @@ def test_scatter_in_replica_context_applies_per_replica(n, mode):
 
     result = in_mode(mode, lambda: strategy.run(replica_fn))
     return v.numpy(), local(strategy, result)[0].shape
-  ours, native = both(n, program)
+  ours, native = strategies.both("central_storage", program, n)
   np.testing.assert_array_equal(ours[0], native[0])
   assert ours[1] == native[1]
 
@@ -160,7 +156,7 @@ def test_keras_metric_on_read_variables_as_native(n, mode):
         lambda: metric.update_state(replica_id() + 1.0)))
     return ([type(tf_variable(v)).__name__ for v in metric.variables],
             float(metric.result()))
-  ours, native = both(n, program)
+  ours, native = strategies.both("central_storage", program, n)
   assert ours == native
 
 
@@ -179,7 +175,7 @@ def test_wrapper_as_tf_function_argument(n):
     for _ in range(2):
       step(v)
     return seen, v.numpy()
-  ours, native = both(n, program)
+  ours, native = strategies.both("central_storage", program, n)
   assert ours[0] == native[0]
   np.testing.assert_array_equal(ours[1], native[1])
 
@@ -195,7 +191,7 @@ def test_none_aggregation_in_replica_context(n, mode):
       return "ValueError", str(e)
     return "ok", float(v.numpy())
 
-  ours, native = both(n, program)
+  ours, native = strategies.both("central_storage", program, n)
   assert ours[0] == native[0]
   if n == 1:
     assert ours == native == ("ok", 2.0)
@@ -224,7 +220,7 @@ def test_cross_replica_updates_pass_through(n, mode):
       results = in_mode(mode, updates)
     return [v.numpy(), none.numpy()] + [np.asarray(r) for r in results]
 
-  ours, native = both(n, program)
+  ours, native = strategies.both("central_storage", program, n)
   assert_all_equal(ours, native)
 
 
@@ -257,7 +253,7 @@ def test_per_replica_value_assigned_outside_replica_context(n, mode):
     return ([float(first), float(second)] + [float(m) for m in merged]
             + [float(v.numpy()), float(w.numpy())])
 
-  ours, native = both(n, program)
+  ours, native = strategies.both("central_storage", program, n)
   assert ours == native
   assert ours[:2] == [7.0, -6.0] and ours[-2:] == [8.0, -6.0]
 
@@ -278,7 +274,7 @@ def test_proto_round_trip_as_native(n):
       v.from_proto(None)
     return in_graph
 
-  ours, native = both(n, program)
+  ours, native = strategies.both("central_storage", program, n)
   assert ours == native == ("ResourceVariable", "pv:0", [2])
 
 
@@ -306,7 +302,7 @@ def test_update_context_does_not_merge_again(n, mode):
     second = local(strategy, in_mode(mode, lambda: strategy.run(replica_fn)))
     return first, float(v.numpy()), second
 
-  ours, native = both(n, program)
+  ours, native = strategies.both("central_storage", program, n)
   assert ours[:2] == native[:2]
   assert_all_equal(ours[2], native[2])
 
@@ -352,7 +348,8 @@ def _train(strategy, optimizer_name, steps=3, eager=False):
 @pytest.mark.parametrize("n", REPLICAS)
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
 def test_keras_training_loop_matches_native(n, optimizer):
-  ours, native = both(n, lambda s: _train(s, optimizer))
+  ours, native = strategies.both("central_storage",
+                                 lambda s: _train(s, optimizer), n)
   for a, b in zip(ours, native):
     assert_all_equal(a, b)
   assert ours[2][0] == 3  # iterations: ONLY_FIRST_REPLICA, once per step
@@ -360,7 +357,8 @@ def test_keras_training_loop_matches_native(n, optimizer):
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
 def test_keras_training_loop_eagerly_matches_native(optimizer):
-  ours, native = both(2, lambda s: _train(s, optimizer, eager=True))
+  ours, native = strategies.both(
+      "central_storage", lambda s: _train(s, optimizer, eager=True), 2)
   for a, b in zip(ours, native):
     assert_all_equal(a, b)
 
@@ -385,7 +383,7 @@ def test_keras_layers_build_and_run_as_native(n):
     outputs.extend(local(strategy, run))
     return outputs
 
-  ours, native = both(n, program)
+  ours, native = strategies.both("central_storage", program, n)
   assert_all_equal(ours, native)
 
 
@@ -413,7 +411,7 @@ def _strategy(kind):
   if kind == "none":
     return None
   family, n = kind.split("-")
-  return (OURS if family == "ours" else NATIVE)(devices(int(n)))
+  return strategies.strategy(family, "central_storage", int(n))
 
 
 @pytest.mark.parametrize("source,target", [
@@ -532,7 +530,8 @@ def _train_tf_keras(strategy, optimizer_name, steps=3):
 def test_tf_keras_training_loop_matches_native(n, optimizer):
   if keras_2() is None:
     pytest.skip("no Keras 2 here: install tf-keras of the TensorFlow minor")
-  ours, native = both(n, lambda s: _train_tf_keras(s, optimizer))
+  ours, native = strategies.both(
+      "central_storage", lambda s: _train_tf_keras(s, optimizer), n)
   for a, b in zip(ours, native):
     assert_all_equal(a, b)
 
@@ -594,6 +593,6 @@ def test_keras_deferred_restore_into_model_built_in_scope(tmp_path, library):
     status.assert_existing_objects_matched()
     return [w.numpy() for w in restored.weights]
 
-  ours, native = both(2, program)
+  ours, native = strategies.both("central_storage", program, 2)
   assert_all_equal(ours, native)
   assert_all_equal(ours, [w.numpy() for w in model.weights])

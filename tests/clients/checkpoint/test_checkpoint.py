@@ -19,10 +19,12 @@ import pytest
 import tensorflow as tf
 
 from fixtures import strategies
-from keras_support import KERAS_3
-from keras_support import keras
-from keras_support import optimizer_values
-from keras_support import optimizer_variables
+from support.keras import KERAS_3
+from support.keras import keras
+from support.keras import optimizer_values
+from support.keras import optimizer_variables
+
+pytestmark = pytest.mark.parity
 
 ReduceOp = tf.distribute.ReduceOp
 

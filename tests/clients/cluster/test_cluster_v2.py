@@ -23,10 +23,11 @@ import pytest
 
 from compat_distribute.cluster import local as local_cluster
 from compat_distribute.cluster import local_served
+import support
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.subprocess]
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = str(support.ROOT)
 DOC = os.path.join(ROOT, "docs", "cluster.md")
 TIMEOUT = 240
 ENV = {"PYTHONPATH": ROOT, "COMPAT_DISTRIBUTE_CLUSTER_WAIT": "60"}

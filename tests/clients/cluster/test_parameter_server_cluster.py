@@ -25,8 +25,11 @@ import pytest
 import tensorflow as tf
 
 from compat_distribute.cluster import local as local_cluster
+import support
 
-SCRIPT = os.path.join(os.path.dirname(__file__), "fixtures", "ps_train.py")
+pytestmark = [pytest.mark.subprocess, pytest.mark.cluster]
+
+SCRIPT = str(support.FIXTURES / "ps_train.py")
 TIMEOUT = 90
 
 
@@ -194,7 +197,7 @@ def test_demo_cluster_trains_both_and_stops_its_servers(tmp_path):
       [sys.executable, "-m", "compat_distribute", "demo", "--cluster", "2x1",
        "--epochs", "1", "--samples", "256", "--batch_size", "32",
        "--json_out", str(out)],
-      cwd=os.path.dirname(__file__), capture_output=True, text=True,
+      cwd=str(support.TESTS), capture_output=True, text=True,
       timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
   assert result.returncode == 0, result.stderr[-4000:]
   stdout = result.stdout
@@ -214,7 +217,7 @@ def test_demo_cluster_trains_both_and_stops_its_servers(tmp_path):
 def test_demo_cluster_shape_is_checked():
   result = subprocess.run(
       [sys.executable, "-m", "compat_distribute", "demo", "--cluster", "2x0"],
-      cwd=os.path.dirname(__file__), capture_output=True, text=True,
+      cwd=str(support.TESTS), capture_output=True, text=True,
       timeout=120, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
   assert result.returncode != 0
   assert "at least one worker and one parameter server, got '2x0'" in (

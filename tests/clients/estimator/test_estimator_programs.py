@@ -17,12 +17,13 @@ import sys
 
 import pytest
 
-import estimator_support
+from support import estimator as estimator_support
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("tensorflow_estimator") is None,
     reason="tensorflow-estimator is not installed (pip install "
     "tensorflow-estimator==2.15.0; tox -e tf221 installs it)")
+pytestmark = [pytestmark, pytest.mark.subprocess]
 
 
 def test_custom_model_fn_train_resume_evaluate_predict_export_warm_start(

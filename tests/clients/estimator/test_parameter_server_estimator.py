@@ -29,16 +29,18 @@ import importlib.util
 
 import pytest
 
-import estimator_support
+from support import estimator as estimator_support
 from compat_distribute import estimator as estimator_layer
 from compat_distribute.cluster import local as local_cluster
+import support
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("tensorflow_estimator") is None,
     reason="tensorflow-estimator is not installed (it ships with TensorFlow "
     "2.12-2.15; from 2.16: pip install tensorflow-estimator==2.15.0)")
+pytestmark = [pytestmark, pytest.mark.parity, pytest.mark.subprocess, pytest.mark.cluster]
 
-SCRIPT = os.path.join(os.path.dirname(__file__), "fixtures", "estimator_ps.py")
+SCRIPT = str(support.FIXTURES / "estimator_ps.py")
 TIMEOUT = 240.0
 # Estimator is TensorFlow's own here (2.12-2.15), or supplied (2.16+).
 NATIVE_ESTIMATOR = estimator_layer.has_estimator_support()

@@ -11,11 +11,13 @@ import numpy as np
 import pytest
 
 from fixtures import strategies
-from keras_support import KERAS_3
-from keras_support import keras
-from keras_support import optimizer_values
-from keras_support import tf_variable
-from keras_support import weight_path
+from support.keras import KERAS_3
+from support.keras import keras
+from support.keras import optimizer_values
+from support.keras import tf_variable
+from support.keras import weight_path
+
+pytestmark = pytest.mark.parity
 
 RTOL, ATOL = 1e-5, 1e-6
 SPECS = ["one_device", "central_storage/1", "central_storage/2",

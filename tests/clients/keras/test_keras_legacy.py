@@ -12,14 +12,14 @@ an aggregation, so it trains with several CentralStorage replicas too.
 import importlib.util
 import json
 import os
-import pathlib
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+import support
 
-FIT = pathlib.Path(__file__).resolve().parent / "fixtures" / "tf_keras_fit.py"
+FIT = support.FIXTURES / "tf_keras_fit.py"
 SPECS = ["one_device", "central_storage/1", "central_storage/2",
          "central_storage/4"]
 
@@ -37,6 +37,7 @@ pytestmark = pytest.mark.skipif(
     not LEGACY_PACKAGE and not _bundled_keras_is_keras_2(),
     reason="Keras 3 without tf-keras (tox installs the tf-keras release of "
     "each TensorFlow minor: pip install --no-deps tf-keras==2.MINOR.*)")
+pytestmark = [pytestmark, pytest.mark.parity, pytest.mark.subprocess]
 
 
 @pytest.fixture(scope="module")

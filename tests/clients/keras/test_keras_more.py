@@ -11,10 +11,10 @@ import pytest
 import tensorflow as tf
 
 from fixtures import strategies
-from keras_support import KERAS_3
-from keras_support import keras
-from keras_support import optimizer_values
-from keras_support import tf_variable
+from support.keras import KERAS_3
+from support.keras import keras
+from support.keras import optimizer_values
+from support.keras import tf_variable
 
 RTOL, ATOL = 1e-5, 1e-6
 rng = np.random.RandomState(3)

@@ -7,20 +7,20 @@ Each behaviour is checked against plain ``python`` running the same fixture
 import importlib
 import json
 import os
-import pathlib
 import re
 import subprocess
 import sys
 
 import pytest
+import support
 
-FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
+FIXTURES = support.FIXTURES
 PROBE = FIXTURES / "runner_probe.py"
 # Subprocesses run from tests/, not the repository root: `python -m` puts the
 # current directory first on sys.path, and the source directory
 # compat_distribute/ there (without the v1/ and v2/ facades, which setup.py
 # maps in) would shadow the installed package.
-CWD = pathlib.Path(__file__).resolve().parent
+CWD = support.TESTS
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONHASHSEED": "0"}
 runner = importlib.import_module("compat_distribute.__main__")
 install_lib = importlib.import_module("compat_distribute.install")
@@ -46,6 +46,7 @@ def shim(*args, cwd=CWD):
   return python("-m", "compat_distribute", "run", *args, cwd=cwd)
 
 
+@pytest.mark.subprocess
 def test_argv_name_path_and_strategy_classes_like_python():
   relative = os.path.relpath(PROBE, CWD)
   args = ["tf", "--flag", "two words", "-x"]
@@ -70,6 +71,7 @@ def test_argv_name_path_and_strategy_classes_like_python():
   assert ours_tf["central_replicas"] == native_tf["central_replicas"]
 
 
+@pytest.mark.subprocess
 def test_script_exception_shows_the_scripts_traceback_and_exits_1():
   native, ours = python(PROBE, "raise"), shim(PROBE, "raise")
   assert native.returncode == ours.returncode == 1
@@ -105,6 +107,7 @@ def test_exit_codes_in_process(capfd, args, code):
     assert result == "stopped early"
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("args,code,stderr", [
     (("exit", "7"), 7, ""),
     (("exit_message", "stopped early"), 1, "stopped early\n"),
@@ -141,6 +144,7 @@ def test_run_script_in_process_exception_returns_1(capsys):
 # -- bad input ----------------------------------------------------------------
 
 
+@pytest.mark.subprocess
 def test_missing_script_is_a_clear_error_with_exit_code_2(tmp_path):
   missing = tmp_path / "no_such_script.py"
   result = shim(missing)
@@ -183,6 +187,7 @@ def test_command_line_usage(capsys, argv, code, expected):
     assert out.err == f"{runner.SHORT_USAGE}{expected}\n"
 
 
+@pytest.mark.subprocess
 def test_usage_error_in_a_subprocess_exits_2():
   result = python("-m", "compat_distribute", "frobnicate")
   assert result.returncode == 2

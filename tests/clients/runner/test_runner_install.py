@@ -13,6 +13,7 @@ import tensorflow as tf
 import compat_distribute
 from compat_distribute import v1
 from compat_distribute import v2
+import support
 
 install_lib = importlib.import_module("compat_distribute.install")
 
@@ -30,7 +31,7 @@ NAMES = {
         ("v1", "experimental.ParameterServerStrategy"),
 }
 # TensorFlow 2.23 on: auto_strategy too (where TensorFlow lacks it, install()
-# adds no name; tests/test_auto_strategy.py).
+# adds no name; tests/strategies/test_auto_strategy.py).
 if hasattr(tf.distribute.experimental, "auto_strategy"):
   NAMES.update({
       f"tf.{path}.auto_strategy": ("v2", "experimental.auto_strategy")
@@ -188,6 +189,7 @@ FRESH = textwrap.dedent("""
 """)
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("before", [
     "",
     "import tensorflow as tf; tf.distribute.MirroredStrategy; "
@@ -199,7 +201,7 @@ def test_fresh_process(before):
   # would shadow the installed package under `python -c`.
   result = subprocess.run(
       [sys.executable, "-c", FRESH.format(before=before)], env=env,
-      cwd=os.path.dirname(os.path.abspath(__file__)), capture_output=True,
+      cwd=str(support.TESTS), capture_output=True,
       text=True, timeout=300)
   assert result.returncode == 0, result.stderr
   assert result.stdout == "ok\n"

@@ -14,13 +14,15 @@ TensorFlow 1 script of 2020 (``fixtures/tf1_2020_script.py``) runs under
 """
 import json
 import os
-import pathlib
 import subprocess
 import sys
 
 import pytest
+import support
 
-TESTS = pathlib.Path(__file__).resolve().parent
+pytestmark = [pytest.mark.parity, pytest.mark.subprocess]
+
+TESTS = support.TESTS
 PROBE = TESTS / "fixtures" / "spellings_probe.py"
 KINDS = {"v2.OneDeviceStrategy", "v2.CentralStorageStrategy",
          "v1.OneDeviceStrategy", "v1.CentralStorageStrategy",

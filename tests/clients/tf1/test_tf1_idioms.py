@@ -16,7 +16,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from v1_support import make_native, make_ours, native_session_config
+from support.v1 import make_native, make_ours, native_session_config
+
+pytestmark = pytest.mark.parity
 
 ROWS = np.linspace(-1.0, 1.0, 24, dtype=np.float32).reshape(12, 2)
 LABELS = ROWS @ np.array([[1.5], [-0.5]], np.float32) + 0.25

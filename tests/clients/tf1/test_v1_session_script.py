@@ -7,14 +7,16 @@ them, and the inputs sit on the same devices.
 """
 import json
 import os
-import pathlib
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+import support
 
-SCRIPT = pathlib.Path(__file__).resolve().parent / "v1_session_script.py"
+pytestmark = [pytest.mark.parity, pytest.mark.subprocess]
+
+SCRIPT = support.FIXTURES / "v1_session_script.py"
 CASES = ["one_device:constant", "one_device:iterator", "one_device:input_fn",
          "central_storage/1:iterator", "central_storage/2:iterator",
          "central_storage/2:constant", "central_storage/4:input_fn"]
