@@ -25,6 +25,9 @@ import tensorflow as tf
 
 import conftest  # pylint: disable=unused-import  (logical CPUs first)
 
+# slow: ~150 s of CPU in all (measured for issue 31); out of `tox -e quick`.
+pytestmark = pytest.mark.slow
+
 V1 = tf.compat.v1
 NATIVE = {
     ("v2", "one_device"): tf.distribute.OneDeviceStrategy,

@@ -25,6 +25,10 @@ from compat_distribute.replicas import workers as replica_workers
 from compat_distribute import v1 as ours_v1
 from compat_distribute import v2 as ours
 
+# slow: each test repeats a pattern to count what it leaves (~100 s of CPU in
+# all); out of `tox -e quick`.
+pytestmark = pytest.mark.slow
+
 KINDS = ["one_device", "central_storage/2", "central_storage/3"]
 NATIVE_CENTRAL_STORAGE = tf.distribute.experimental.CentralStorageStrategy
 

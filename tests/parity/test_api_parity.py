@@ -325,6 +325,7 @@ _AXIS_VALUES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(_AXIS_VALUES))
 @pytest.mark.parametrize("axis", [0, -1, (0, 1)])
 def test_reduce_along_axes_matches_native(pair, mode, kind, axis):

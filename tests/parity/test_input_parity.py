@@ -42,6 +42,7 @@ SPLIT_CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [2, 4])
 @pytest.mark.parametrize("case", sorted(SPLIT_CASES))
 def test_split_sparse_and_ragged_specs_match_native(case, n):
@@ -75,6 +76,7 @@ V1_DATASETS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", ["one_device", "central_storage/2"])
 @pytest.mark.parametrize("data", sorted(V1_DATASETS))
 def test_v1_iterator_output_properties_and_next_match_native(config, data):

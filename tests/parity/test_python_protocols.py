@@ -149,6 +149,7 @@ def _table(module, kind, api, mode):
   return table
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["graph", "eager", "tf_function"])
 @pytest.mark.parametrize("kind", ["one_device", "central_storage"])
 @pytest.mark.parametrize("api", ["v1", "v2"])

@@ -557,6 +557,7 @@ def test_reduce_sum_of_replica_ids_example(facade, kind, mode):
     assert total_device == (cpu(1) if kind == "one_device" else cpu(0))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("facade", FACADES)
 @pytest.mark.parametrize("kind", ["one_device", "central_2"])
 @pytest.mark.parametrize("mode", MODES)
@@ -991,6 +992,7 @@ def test_experimental_run_without_iterator(kind):
 # --- 001 "A custom training loop can be as simple as" ------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("facade", FACADES)
 @pytest.mark.parametrize("kind", KINDS)
 def test_custom_training_loop_example(facade, kind):
@@ -1229,6 +1231,7 @@ _GRAPH_PROGRAMS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("name", sorted(_GRAPH_PROGRAMS))
 def test_v1_examples_in_graph_mode_with_session(kind, name):

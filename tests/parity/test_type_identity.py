@@ -28,7 +28,9 @@ from support import keras as keras_support
 from compat_distribute import v1 as ours_v1
 from compat_distribute import v2 as ours_v2
 
-pytestmark = pytest.mark.parity
+# slow: its module teardown frees every program's iterators, which waits for
+# tf.data threads (minutes on a loaded machine); out of `tox -e quick`.
+pytestmark = [pytest.mark.parity, pytest.mark.slow]
 
 # The Keras the running TensorFlow brings, and Keras 2 beside it (tf-keras,
 # or the bundled tf.keras on TensorFlow 2.12-2.15).

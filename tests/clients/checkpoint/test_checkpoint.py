@@ -279,6 +279,7 @@ def _save_and_load(spec, path):
   }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["one_device", "central_storage/2"])
 def test_keras_model_save_and_load_under_scope(tmp_path, kind):
   """A model saved as ``.keras`` and loaded in a strategy's scope is what
