@@ -79,6 +79,7 @@ def build(make_strategy):
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", [("worker", 0), ("worker", 1), ("chief", 0)])
 def test_same_placement_and_configuration_as_tensorflow(task):
   cluster = dict(CLUSTER, chief=["127.0.0.1:9000"]) if task[0] == "chief" \

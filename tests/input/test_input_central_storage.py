@@ -24,6 +24,7 @@ def _local(strategy, value):
   return native_local_values(strategy, value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", NS)
 @pytest.mark.parametrize("size,batch", [(9, 4), (7, 3), (5, 5), (1, 4)])
 def test_dataset_values_match_native(n, size, batch):
@@ -36,6 +37,7 @@ def test_dataset_values_match_native(n, size, batch):
   assert results[0] == results[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", NS)
 def test_training_style_loop_matches_native(n, mode):
   # Per-replica sums through run, then reduce(MEAN, axis=0) over partial

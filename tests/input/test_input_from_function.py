@@ -51,6 +51,7 @@ def test_dataset_fn_called_once_with_context(n):
           c.num_replicas_in_sync) == (1, 0, n)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [4, 5, 7])
 @pytest.mark.parametrize("n", [2, 4])
 def test_order_and_partial_round_match_native(n, size):
@@ -75,6 +76,7 @@ def test_order_and_partial_round_match_native(n, size):
   assert got_opt == expected_opt
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("drop", [False, True])
 @pytest.mark.parametrize("n", [1, 2, 4])
 def test_for_loop_in_function_sees_partial_round_like_native(n, drop):
@@ -209,6 +211,7 @@ def _steps_with_flag(strategy, flag, dataset_fn, how):
       return steps
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["for", "next", "function"])
 @pytest.mark.parametrize("flag", [
     None, "experimental_enable_get_next_as_optional",

@@ -86,6 +86,7 @@ def _steps_in_function(dist, n, count):
   return steps
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(NATIVE_SPLITS), ids=str)
 def test_split_table(case, mode):
   size, batch, n = case
@@ -130,6 +131,7 @@ LIVE_CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [2, 4])
 @pytest.mark.parametrize("name", sorted(LIVE_CASES))
 def test_split_matches_native_live(name, n):
@@ -241,6 +243,7 @@ def test_get_next_as_optional_matches_native(n, mode):
   assert got == expected
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [2, 4])
 def test_reduce_and_for_loop_in_function_match_native(n):
   def total(strategy_or_none, dist):
@@ -265,6 +268,7 @@ def test_reduce_and_for_loop_in_function_match_native(n):
   assert total(None, _ours(n, dataset)) == expected == (55, 55)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [1, 2, 4])
 @pytest.mark.parametrize("kind", ["split", "from_function"])
 def test_eager_fast_path_equals_general_path(n, kind):

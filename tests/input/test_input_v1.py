@@ -68,6 +68,7 @@ def _run_all(make_iterator, local_results, n, steps=6):
   return outputs[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [1, 2, 4])
 @pytest.mark.parametrize("size,batch", [(5, 4), (8, 4), (7, 3)])
 def test_dataset_iterator_in_session_matches_native(n, size, batch):

@@ -242,6 +242,7 @@ def _under_another_strategy(strategy, other):
   return seen
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(_STRATEGIES))
 def test_input_and_variables_refuse_another_strategys_scope(kind):
   # TensorFlow reads a step and updates a central-storage variable only

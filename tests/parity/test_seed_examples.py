@@ -110,6 +110,7 @@ def both(program, facade, *args):
 # --- 000/002/003 class docstring: "For Example" ------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("facade", FACADES)
 @pytest.mark.parametrize("kind", ["central_default", "central_2"])
 @pytest.mark.parametrize("traced", [False, True])
@@ -320,6 +321,7 @@ def test_central_storage_distribute_dataset_print_example(facade, devices_):
 
 # 001 experimental_distribute_dataset: a TFRecordDataset over four files,
 # element_spec as the tf.function's input_signature.
+@pytest.mark.slow
 @pytest.mark.parametrize("facade", FACADES)
 @pytest.mark.parametrize("kind", KINDS)
 def test_tfrecord_dataset_with_element_spec_signature(facade, kind,
@@ -360,6 +362,7 @@ def test_tfrecord_dataset_with_element_spec_signature(facade, kind,
 # --- distribute_datasets_from_function (000, 001, 002, 004) ------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("facade", FACADES)
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("name", [
@@ -1045,6 +1048,7 @@ def test_one_device_example(facade, as_tensor):
 # --- Methods of the r2.3 page (001, 002) that TF 2.21 no longer has ----------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("facade", FACADES)
 @pytest.mark.parametrize("kind", KINDS)
 def test_logical_device_annotations(facade, kind):

@@ -162,6 +162,7 @@ def _cond_drops_sparse_shape():
 _COND_DROPS_SPARSE_SHAPE = _cond_drops_sparse_shape()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["one_device", "central_storage"])
 @pytest.mark.parametrize("source", ["dataset", "dataset_fn"])
 @pytest.mark.parametrize("repeat", [False, True])

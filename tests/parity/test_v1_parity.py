@@ -112,6 +112,7 @@ def _initializer_kinds(make, config, graph_mode):
     return kinds
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("graph_mode", [True, False], ids=["graph", "eager"])
 def test_iterator_initializer_is_an_op_as_in_native(config, graph_mode):

@@ -291,6 +291,7 @@ PROGRAMS = {"eager": (_eager_program, 60), "traced": (_traced_program, 6),
             "tf1_graph": (_tf1_program, 6)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", REPLICAS)
 @pytest.mark.parametrize("mode", sorted(PROGRAMS))
 def test_sigint_while_waiting_for_a_replica_leaves_nothing(mode, n, alarms):
@@ -401,6 +402,7 @@ def _scaled_by_replica(v):
   return v * tf.cast(ctx.replica_id_in_sync_group + 1, tf.float32)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("exc_type", [KeyboardInterrupt, SystemExit,
                                       ValueError])
 def test_a_replica_raising_in_an_eager_run_without_merge_leaves_nothing(

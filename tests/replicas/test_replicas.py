@@ -74,6 +74,7 @@ def _gradients():
           tape.gradient(gathered, x))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", REPLICAS)
 def test_gradients_through_all_reduce_and_all_gather(n, mode):
   ours, native = both(n, mode, lambda s: s.run(_gradients))

@@ -36,6 +36,7 @@ def _written_and_flags(strategy, logdir, with_merge_call, use_function):
   return _count_written(logdir), flags
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("replicas", [1, 2, 4])
 @pytest.mark.parametrize("with_merge_call", [False, True])
 @pytest.mark.parametrize("use_function", [False, True])

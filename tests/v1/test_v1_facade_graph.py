@@ -46,6 +46,7 @@ def _replica_slice(data):
   return tf.slice(data, tf.stack([start, 0]), [per, data.shape[1]])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("optimizer", sorted(OPTIMIZERS))
 @pytest.mark.parametrize("config", CONFIGS)
 def test_v1_optimizer_training_matches_native(config, optimizer):
@@ -189,6 +190,7 @@ def _drain(sess, fetches, limit=20):
   raise AssertionError(f"no OutOfRangeError after {limit} steps")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", CONFIGS)
 def test_dataset_iterator_contents_end_and_reinitialise(config):
   def program(strategy):
@@ -244,6 +246,7 @@ def test_input_fn_iterator_with_experimental_run(config):
       np.testing.assert_array_equal(x, y)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", CONFIGS)
 def test_training_from_iterator_matches_native(config):
   def program(strategy):

@@ -53,6 +53,7 @@ def _drain_eager(strategy, iterator, fn=None, limit=20):
   raise AssertionError(f"input did not end after {limit} steps")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", CONFIGS)
 def test_dataset_iterator_eager_matches_native(config):
   results = []
@@ -68,6 +69,7 @@ def test_dataset_iterator_eager_matches_native(config):
   assert len(results[0][0]) == 3  # 10 rows, global batch 4: 4 + 4 + 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", CONFIGS)
 def test_experimental_run_with_iterators_eager_matches_native(config):
   def input_fn(ctx):
@@ -117,6 +119,7 @@ def test_experimental_run_inside_tf_function_matches_native(config):
   sup.assert_nested_equal(*results)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", CONFIGS)
 def test_distributed_datasets_eager_match_native(config):
   def dataset_fn(ctx):

@@ -107,6 +107,7 @@ def test_read_value_false_and_options_as_native(n, mode):
   assert_all_equal(ours[1], native[1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [2, 4])
 @pytest.mark.parametrize("aggregation", [A.MEAN, A.ONLY_FIRST_REPLICA])
 def test_same_python_value_from_every_replica(n, aggregation, mode):
@@ -345,6 +346,7 @@ def _train(strategy, optimizer_name, steps=3, eager=False):
           [v.numpy() for v in optimizer_variables(optimizer)])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", REPLICAS)
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
 def test_keras_training_loop_matches_native(n, optimizer):
@@ -525,6 +527,7 @@ def _train_tf_keras(strategy, optimizer_name, steps=3):
   return losses, [w.numpy() for w in model.weights]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [1, 2])
 @pytest.mark.parametrize("optimizer", ["legacy_sgd", "adam"])
 def test_tf_keras_training_loop_matches_native(n, optimizer):

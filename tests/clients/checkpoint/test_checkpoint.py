@@ -126,6 +126,7 @@ PAIRS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("saver,restorer", PAIRS,
                          ids=[f"{a}->{b}" for a, b in PAIRS])
 def test_round_trip_restore_before_create(tmp_path, saver, restorer):
@@ -216,6 +217,7 @@ class Affine(tf.Module):
     return tf.matmul(x, self.w) + self.b
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", ["ours/one_device", "ours/central_storage/2",
                                   "ours/central_storage/4"])
 @pytest.mark.parametrize("save_in_scope", [False, True],
@@ -322,6 +324,7 @@ def _restore_mismatched(spec, path):
   return error
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", ["ours/one_device", "ours/central_storage/2"])
 def test_mismatched_shape_raises_tfs_own_error(tmp_path, spec):
   with strategies.make(spec).scope():

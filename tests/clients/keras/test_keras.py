@@ -17,7 +17,8 @@ from support.keras import optimizer_values
 from support.keras import tf_variable
 from support.keras import weight_path
 
-pytestmark = pytest.mark.parity
+# slow: every case trains a model twice (~6 s of CPU each); out of `tox -e quick`.
+pytestmark = [pytest.mark.parity, pytest.mark.slow]
 
 RTOL, ATOL = 1e-5, 1e-6
 SPECS = ["one_device", "central_storage/1", "central_storage/2",

@@ -16,6 +16,8 @@ from support.keras import keras
 from support.keras import optimizer_values
 from support.keras import tf_variable
 
+pytestmark = pytest.mark.slow
+
 RTOL, ATOL = 1e-5, 1e-6
 rng = np.random.RandomState(3)
 X = rng.randn(32, 6).astype("float32")
