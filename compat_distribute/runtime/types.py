@@ -62,17 +62,12 @@ DeviceOrFunction = Union[DeviceName, Callable[[tf.Operation], DeviceName]]
 
 @runtime_checkable
 class ExtendedLike(Protocol):
-  """What the lower layers use of a strategy's ``extended``."""
+  """What the lower layers use of a strategy's ``extended``: entering its
+  scope (``runtime.context``), making its variables (``variables``).  The
+  replica layer uses none of it: ``extended`` hands it a
+  ``replicas.plan.ReplicaPlan``."""
 
-  _compute_devices: tuple[DeviceName, ...]
   _default_device: Optional[DeviceName]
-  # How its replicas run (``replicas.runner``): one replica as several do,
-  # the replica context kept for the one replica otherwise, and the
-  # finished eager runs of several replicas kept for the next
-  # (``replicas.threads``).
-  _one_replica_like_many: bool
-  _single_replica_context: Optional[Any]
-  _idle_eager_runs: list[Any]
 
   @property
   def worker_devices(self) -> Sequence[DeviceName]: ...
@@ -81,6 +76,9 @@ class ExtendedLike(Protocol):
   def parameter_devices(self) -> Sequence[DeviceName]: ...
 
   def _container_strategy(self) -> "StrategyLike": ...
+
+  def _variable_creator(self, next_creator: Creator,
+                        **kwargs: Any) -> tf.Variable: ...
 
 
 @runtime_checkable
