@@ -18,7 +18,7 @@ from compat_distribute import input as input_lib
 from compat_distribute.runtime import context
 from compat_distribute.runtime import devices
 from compat_distribute.api import extended_v1
-from compat_distribute.values import reduce as reduce_lib
+from compat_distribute.values import reduction as reduce_lib
 from compat_distribute.api import session_config
 from compat_distribute.values import distributed as values_lib
 from compat_distribute.api.errors import NotAPairError

@@ -19,7 +19,7 @@ import tensorflow as tf
 from compat_distribute import _tf_compat
 from compat_distribute import _tf_private
 from compat_distribute.runtime import context
-from compat_distribute.values import reduce as reduce_lib
+from compat_distribute.values import reduction as reduce_lib
 from compat_distribute.variables.aggregating import AggregatingVariable
 from compat_distribute.runtime.types import MergeFn
 from compat_distribute.runtime.types import Nest
