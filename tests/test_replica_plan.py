@@ -72,6 +72,48 @@ def test_replica_layer_reads_no_private_member_of_a_strategy():
       for f, line, text in found)
 
 
+def _package_imports(path):
+  """The package modules ``path`` imports (``compat_distribute.x.y`` ->
+  its file), functions' imports included."""
+  found = set()
+  for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    names = []
+    if isinstance(node, ast.ImportFrom) and node.module:
+      names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+    elif isinstance(node, ast.Import):
+      names = [a.name for a in node.names]
+    for name in names:
+      if not name.startswith("compat_distribute."):
+        continue
+      base = ROOT.joinpath(*name.split("."))
+      for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+          found.add(candidate)
+  return found
+
+
+def test_nothing_the_replica_layer_imports_reads_a_private_member():
+  # Closed over imports: runtime/context.py's scope entry used to read
+  # extended._variable_creator, _default_device and _partition_getter; it
+  # now takes a ScopePlan.  _tf_private is TensorFlow's door, not ours.
+  seen, todo = set(), sorted(REPLICAS.glob("*.py"))
+  while todo:
+    path = todo.pop()
+    if path in seen:
+      continue
+    seen.add(path)
+    todo += sorted(_package_imports(path) - seen)
+  modules = [p for p in sorted(seen) if "_tf_private" not in p.parts]
+  assert ROOT / "compat_distribute" / "runtime" / "context.py" in modules
+  found = []
+  for path in modules:
+    found += private_reads(path.read_text(), str(path.relative_to(ROOT)))
+  assert found == [], "\n".join(
+      f"{f}:{line}: {text} (imported by the replica layer) reads a private "
+      "member of a strategy or its extended; hand it over in a plan instead"
+      for f, line, text in found)
+
+
 @pytest.mark.parametrize("source, expected", [
     # What the replica layer read before its plan (issue 31).
     ("several = len(extended._compute_devices) > 1", ["extended._compute_devices"]),

@@ -145,6 +145,20 @@ class Extended(extended_v1.ExtendedV1Methods,
                        gather_to=self._gather_to,
                        one_replica_like_many=self._one_replica_like_many)
 
+  @property
+  def _default_device(self) -> Optional[str]:
+    """The device ops made in the strategy's scope default to (None: no
+    device scope)."""
+    return self._scope_plan.default_device
+
+  @_default_device.setter
+  def _default_device(self, device: Optional[str]) -> None:
+    # What entering the scope installs (``runtime.context.ScopePlan``),
+    # remade whenever the default device is set, so it is always current.
+    self._scope_plan = context.ScopePlan(
+        variable_creator=self._variable_creator, default_device=device,
+        partition_getter=self._partition_getter)
+
   def _update_config_proto(self, config_proto: ConfigProto) -> ConfigProto:
     """What ``strategy.update_config_proto`` returns: a copy of
     ``config_proto`` whose ``device_count`` lets a ``tf.compat.v1.Session``

@@ -143,7 +143,7 @@ class StrategyMethods:
     runs in cross-replica context, and new variables are placed by the
     strategy.
     """
-    return context.StrategyScope(self)
+    return context.StrategyScope(self, self._extended._scope_plan)  # pylint: disable=protected-access
 
   # -- running --------------------------------------------------------------
 
@@ -170,7 +170,8 @@ class StrategyMethods:
     # Eagerly, the partitioner-dropping variable getter is left out (it costs
     # several microseconds per step); `with strategy.scope():` installs it.
     eager = _executing_eagerly()
-    token = context.enter_scope(self, variable_getter=not eager)
+    token = context.enter_scope(self, self._extended._scope_plan,  # pylint: disable=protected-access
+                                variable_getter=not eager)
     try:
       if not eager:
         # While tracing, let AutoGraph convert `fn` as the caller's setting

@@ -62,12 +62,11 @@ DeviceOrFunction = Union[DeviceName, Callable[[tf.Operation], DeviceName]]
 
 @runtime_checkable
 class ExtendedLike(Protocol):
-  """What the lower layers use of a strategy's ``extended``: entering its
-  scope (``runtime.context``), making its variables (``variables``).  The
-  replica layer uses none of it: ``extended`` hands it a
-  ``replicas.plan.ReplicaPlan``."""
-
-  _default_device: Optional[DeviceName]
+  """What the lower layers use of a strategy's ``extended``: its devices,
+  and the strategy it belongs to for the variables it makes
+  (``variables``).  Entering its scope takes a ``runtime.context.ScopePlan``
+  and the replica layer a ``replicas.plan.ReplicaPlan``, both handed over
+  by ``extended``."""
 
   @property
   def worker_devices(self) -> Sequence[DeviceName]: ...
@@ -76,9 +75,6 @@ class ExtendedLike(Protocol):
   def parameter_devices(self) -> Sequence[DeviceName]: ...
 
   def _container_strategy(self) -> "StrategyLike": ...
-
-  def _variable_creator(self, next_creator: Creator,
-                        **kwargs: Any) -> tf.Variable: ...
 
 
 @runtime_checkable
