@@ -4,7 +4,8 @@ Checked statically (``ast``), so no module has to be imported to find out
 what it imports:
 
 * the top-level paths DESIGN.md promises exist;
-* only ``compat_distribute/_tf_private.py`` imports ``tensorflow.python``;
+* only the modules of ``compat_distribute/_tf_private/`` import
+  ``tensorflow.python``;
 * nothing at all imports TensorFlow's own strategy implementations;
 * the facades hold only re-exports, ``__all__``, a module ``__getattr__``
   and a docstring, and every name in their ``__all__`` resolves;
@@ -18,7 +19,7 @@ import pytest
 import support
 
 ROOT = support.ROOT
-PRIVATE_DOOR = ROOT / "compat_distribute" / "_tf_private.py"
+PRIVATE_DOOR = ROOT / "compat_distribute" / "_tf_private"
 REQUIRED = ("setup.py", "compat_distribute", "v1", "v2", "tests", "docs",
             "tox.ini", "README.md", "benchmarks", "compat_distribute/py.typed")
 # TensorFlow's strategy implementations, under tensorflow.python.distribute.
@@ -86,20 +87,44 @@ def test_required_path_exists(path):
 
 def test_sources_found():
   """Guards the checks below against an empty glob."""
-  assert PRIVATE_DOOR in PACKAGE_FILES
+  assert PRIVATE_DOOR / "__init__.py" in PACKAGE_FILES
+  assert len([p for p in PACKAGE_FILES if p.parent == PRIVATE_DOOR]) >= 4
   assert any(p.parent.name == "v2" for p in FACADE_FILES)
 
 
 @pytest.mark.parametrize("path", PACKAGE_FILES, ids=_rel)
 def test_only_tf_private_imports_tensorflow_python(path):
-  if path == PRIVATE_DOOR:
+  if path.parent == PRIVATE_DOOR:
     return
   private = [m for m in _imported_modules(path)
              if m == "tensorflow.python" or m.startswith("tensorflow.python.")]
   assert not private, (
       f"{_rel(path)} imports {sorted(set(private))}; only "
-      "compat_distribute/_tf_private.py may import tensorflow.python. Add a "
-      "small documented helper there and call it instead.")
+      "compat_distribute/_tf_private/ may import tensorflow.python. Add a "
+      "small documented helper to the module there of its topic, re-export "
+      "it from _tf_private/__init__.py and call it as _tf_private.NAME.")
+
+
+@pytest.mark.parametrize("path", PACKAGE_FILES, ids=_rel)
+def test_private_helpers_are_reached_through_the_package(path):
+  """Callers use ``_tf_private.NAME``; the modules by topic inside the door
+  are its own business (so they can move without touching a caller)."""
+  if path.parent == PRIVATE_DOOR:
+    return
+  inner = [m for m in _imported_modules(path)
+           if m.startswith("compat_distribute._tf_private.")
+           and (PRIVATE_DOOR / (m.split(".")[2] + ".py")).exists()]
+  assert not inner, (
+      f"{_rel(path)} imports {sorted(set(inner))}; import the package "
+      "(from compat_distribute import _tf_private) and call _tf_private.NAME.")
+
+
+def test_the_door_holds_the_private_imports():
+  """The fence above is not vacuous: the door's modules do import
+  ``tensorflow.python``, each its own topic."""
+  for topic in ("scopes", "devices", "functions", "estimator"):
+    names = _imported_modules(PRIVATE_DOOR / f"{topic}.py")
+    assert any(m.startswith("tensorflow.python.") for m in names), topic
 
 
 @pytest.mark.parametrize("path", PACKAGE_FILES, ids=_rel)

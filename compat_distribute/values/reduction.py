@@ -1,7 +1,16 @@
-"""``reduce_op`` and ``axis`` arguments: checking and normalising them.
+"""Reduction: its arguments checked, and what it computes.
 
-The reduction itself is in ``cross_device`` (across replicas) and in
-``Strategy.reduce`` (along an axis).
+* ``to_reduce_op``, ``check_axis``, ``check_summable``,
+  ``check_reducible``: the ``reduce_op``, ``axis`` and value checks of
+  ``Strategy.reduce``, ``reduce_to``, ``batch_reduce_to`` and ``all_reduce``;
+* ``aggregate``: SUM or MEAN of one value per replica (``IndexedSlices``
+  concatenated), what every cross-replica reduction computes;
+* ``reduce_along``: ``Strategy.reduce`` with an ``axis``, each replica's
+  value summed along it, then across replicas (MEAN weighs by the element
+  count, so partial batches count right).
+
+Moving the values between devices (to one device and out to the
+destinations, or by collective ops) is ``cross_device``'s.
 
 >>> import tensorflow as tf
 >>> to_reduce_op("mean")
@@ -9,8 +18,10 @@ The reduction itself is in ``cross_device`` (across replicas) and in
 """
 from __future__ import annotations
 
+import collections.abc
+import math
 import operator
-from typing import Any, Union
+from typing import Any, Callable, Sequence, Union
 
 import numpy as np
 import tensorflow as tf
@@ -18,6 +29,7 @@ import tensorflow as tf
 from compat_distribute.runtime.errors import Error
 from compat_distribute.runtime.types import Axis
 from compat_distribute.runtime.types import Nest
+from compat_distribute.runtime.types import ReduceOpLike
 
 ReduceOp = tf.distribute.ReduceOp
 
@@ -52,7 +64,7 @@ def to_reduce_op(reduce_op: Union[ReduceOp, str]) -> ReduceOp:
   >>> to_reduce_op(tf.VariableAggregation.SUM)
   Traceback (most recent call last):
   ...
-  compat_distribute.values.reduce.AggregationAsReduceOpError: reduce_op must be a tf.distribute.ReduceOp or its name, got tf.VariableAggregation.SUM, a variable's aggregation (TensorFlow rejects it too). Pass tf.distribute.ReduceOp.SUM instead.
+  compat_distribute.values.reduction.AggregationAsReduceOpError: reduce_op must be a tf.distribute.ReduceOp or its name, got tf.VariableAggregation.SUM, a variable's aggregation (TensorFlow rejects it too). Pass tf.distribute.ReduceOp.SUM instead.
 
   Raises:
     ValueError: an unknown name (as TensorFlow does).
@@ -159,3 +171,100 @@ def check_summable(value: Nest) -> None:
         "reduce with an axis sums each replica's value, which needs numbers, "
         f"got a tensor of dtype {dtype.name}. Reduce numeric values, or pass "
         "axis=None to combine the values across replicas only.")
+
+
+def check_reducible(reduce_op: ReduceOpLike, value: Nest,
+                    num_replicas: int) -> None:
+  """TensorFlow's rule for a value that is not per-replica: MEAN keeps it,
+  SUM over several replicas is ambiguous and rejected."""
+  if reduce_op == ReduceOp.SUM and num_replicas > 1:
+    raise ValueError(
+        f"Cannot reduce {value!r} with {reduce_op}: it is not a per-replica "
+        f"value, and summing one value over {num_replicas} replicas is not "
+        "defined (TensorFlow's rule). Pass the per-replica result of "
+        "`strategy.run`, or use ReduceOp.MEAN.")
+
+
+def aggregate(values: Sequence[Nest], reduce_op: ReduceOpLike) -> Nest:
+  """SUM or MEAN of one value per replica, on the current device."""
+  if any(isinstance(v, tf.IndexedSlices) for v in values):
+    total = _concat_slices(values)
+  else:
+    total = tf.math.add_n(list(values)) if len(values) > 1 else tf.identity(
+        values[0])
+  if reduce_op == ReduceOp.MEAN:
+    n = len(values)
+    if isinstance(total, tf.IndexedSlices):
+      return tf.IndexedSlices(total.values / n, total.indices,
+                              total.dense_shape)
+    return total / n
+  return total
+
+
+def _concat_slices(values: Sequence[Nest]) -> Nest:
+  if len(values) == 1:
+    return values[0]
+  if any(not isinstance(v, tf.IndexedSlices) for v in values):
+    return tf.math.add_n([tf.convert_to_tensor(v) for v in values])
+  index_dtypes = {v.indices.dtype for v in values}
+  cast = tf.int64 if len(index_dtypes) > 1 else None
+  return tf.IndexedSlices(
+      tf.concat([v.values for v in values], axis=0),
+      tf.concat([tf.cast(v.indices, cast) if cast else v.indices
+                 for v in values], axis=0),
+      values[0].dense_shape)
+
+
+def reduce_along(reduce_op: ReduceOp, value: Nest, axis: Axis,
+                 local_results: Callable[[Nest], Sequence[Nest]],
+                 run: Callable[..., Nest],
+                 reduce: Callable[[ReduceOp, Nest], Nest]) -> Nest:
+  """``Strategy.reduce(reduce_op, value, axis)`` for an ``axis``: each
+  replica's value summed along ``axis`` (with ``run``), then reduced across
+  replicas (with ``reduce``, the strategy's cross-replica reduction); MEAN
+  divides the total by the number of elements summed over all replicas.
+
+  ``local_results`` gives the replicas' values, which are checked first.
+
+  >>> value = tf.constant([[1.0, 2.0], [3.0, 6.0]])
+  >>> reduce_along(ReduceOp.MEAN, value, 0, lambda v: (v,),
+  ...              lambda fn, args: fn(*args), lambda op, v: v)
+  <tf.Tensor: shape=(2,), dtype=float32, numpy=array([2., 4.], dtype=float32)>
+  """
+  if isinstance(value, collections.abc.Mapping):
+    raise TypeError(
+        f"reduce with axis={axis!r} takes a tensor or a per-replica tensor, "
+        f"got a {type(value).__name__} of values: {value!r}. Reduce each "
+        "entry separately, or pass axis=None to reduce the structure only "
+        "across replicas.")
+  for local in local_results(value):
+    check_summable(local)
+    axis = check_axis(axis, local)
+  if reduce_op == ReduceOp.SUM:
+    sums = run(_sum_along, args=(value, axis))
+    return reduce(reduce_op, sums)
+  sums, counts = run(_sum_and_count_along, args=(value, axis))
+  total = reduce(ReduceOp.SUM, sums)
+  count = reduce(ReduceOp.SUM, counts)
+  return tf.math.truediv(total, tf.cast(count, total.dtype))
+
+
+def _sum_along(value: Nest, axis: int) -> Nest:
+  return tf.reduce_sum(value, axis=axis)
+
+
+def _sum_and_count_along(value: Nest, axis: Axis
+                         ) -> tuple[tf.Tensor, tf.Tensor]:
+  """The sum along ``axis`` (an int or a tuple/list of them) and how many
+  elements it summed; a count known while tracing is a constant."""
+  if not isinstance(value, tf.RaggedTensor):
+    value = tf.convert_to_tensor(value)
+  axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+  dims = [value.shape[a] if isinstance(a, int) else None for a in axes]
+  if all(d is not None for d in dims):
+    count = tf.constant(math.prod(dims), tf.int64)
+  else:
+    # A ragged dimension has no single size: TensorFlow's ValueError.
+    shape = tf.shape(value, out_type=tf.int64)
+    count = tf.math.reduce_prod(tf.stack([shape[a] for a in axes]))
+  return tf.reduce_sum(value, axis=axis), count

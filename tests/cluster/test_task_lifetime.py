@@ -82,6 +82,7 @@ def test_mark_of_another_parent_is_removed_and_ignored():
   assert lifetime.PARENT_VARIABLE not in environ
 
 
+@pytest.mark.subprocess
 def test_tasks_end_when_their_starter_is_killed(tmp_path):
   chief_script = tmp_path / "stuck_chief.py"
   chief_script.write_text(STUCK_CHIEF)
