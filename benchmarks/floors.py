@@ -98,7 +98,8 @@ def _eager_variants() -> dict[str, Callable[[], Any]]:
     return results
 
   def devices_in_scope():
-    token = context.enter_scope(strategy, variable_getter=False)
+    token = context.enter_scope(strategy, strategy.extended._scope_plan,  # pylint: disable=protected-access
+                                variable_getter=False)
     try:
       return devices_only()
     finally:
@@ -128,7 +129,8 @@ def _eager_variants() -> dict[str, Callable[[], Any]]:
       if kwargs is not None and not isinstance(kwargs, dict):
         raise TypeError(kwargs)
     kwargs = kwargs or {}
-    token = context.enter_scope(strategy, variable_getter=False)
+    token = context.enter_scope(strategy, strategy.extended._scope_plan,  # pylint: disable=protected-access
+                                variable_getter=False)
     try:
       if as_run:
         caller_summary = caller_state.summary_snapshot()

@@ -13,6 +13,7 @@ import atexit
 import gc
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -74,6 +75,17 @@ def in_mode(mode_name, fn):
   if mode_name == "eager":
     return fn()
   return tf.function(fn)()
+
+
+@pytest.fixture
+def compare(request):
+  """The comparison a differential test makes: a ``fixtures.strategies.
+  Comparison`` (kind x replicas x mode x facade) with ``pair()``,
+  ``both(program)`` and ``run(fn)``.  Parametrize it indirectly:
+  ``@pytest.mark.parametrize("compare", strategies.cases(...),
+  indirect=True)``; unparametrized it is one_device, eager, v2."""
+  from fixtures import strategies  # pylint: disable=g-import-not-at-top
+  return getattr(request, "param", None) or strategies.Comparison("one_device")
 
 
 @pytest.fixture(autouse=True)
@@ -161,7 +173,28 @@ def pytest_unconfigure(config):
     os._exit(_EXIT_STATUS[-1])  # pylint: disable=protected-access
 
 
-def pytest_configure(config):
-  config.addinivalue_line(
-      "markers", "cluster: starts TensorFlow server processes on loopback "
-      "(slow); deselect with -m 'not cluster'")
+# -- a run without `subprocess` tests starts no process ------------------------
+#
+# The markers (pyproject.toml; docs/architecture.md, "Where a test lives") say
+# which tests start a process.  Where a run deselects them (`tox -e quick`),
+# a test that starts one anyway fails, naming the marker it lacks, so the
+# quick loop stays free of process start-ups (~3.4 s of CPU per TensorFlow
+# import) and the markers stay true.
+
+
+def _refuse_process(*args, **kwargs):
+  del kwargs
+  raise AssertionError(
+      f"this test starts a process ({args[1] if len(args) > 1 else args!r}) "
+      "in a run that deselects `subprocess` tests; mark it "
+      "@pytest.mark.subprocess (or the module: pytestmark)")
+
+
+@pytest.fixture(autouse=True)
+def unmarked_tests_start_no_process(request, monkeypatch):
+  """Where the run deselects `subprocess`, a test without that marker may not
+  start a process."""
+  if ("not subprocess" in (request.config.option.markexpr or "")
+      and request.node.get_closest_marker("subprocess") is None):
+    monkeypatch.setattr(subprocess.Popen, "__init__", _refuse_process)
+  yield

@@ -2,7 +2,7 @@
 and tensorflow-estimator 2.15.0, Estimator's last supported pairing.
 
 The tests that compare an Estimator program under compat_distribute with
-the same program natively (tests/estimator_support.py) run the native side
+the same program natively (tests/support/estimator.py) run the native side
 with this environment's interpreter, named by ``ESTIMATOR_ORACLE_PYTHON``.
 ``tox -e tf221`` calls this script before its tests and sets the variable.
 

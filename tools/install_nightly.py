@@ -12,7 +12,7 @@ newest ``keras-nightly`` and the newest ``tf-keras-nightly`` of the same
 TensorFlow minor.  tf-keras is installed with ``--no-deps``: it requires the
 ``tf-nightly`` distribution, and would add a second TensorFlow build beside
 ``tf-nightly-cpu``.  Where no tf-keras nightly of that minor exists, none
-is installed (``tests/test_keras_legacy.py`` then skips, saying why).
+is installed (``tests/clients/keras/test_keras_legacy.py`` then skips, saying why).
 
 Each distribution's versions come from one ``pip index versions`` look-up.
 """

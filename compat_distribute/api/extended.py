@@ -18,14 +18,15 @@ from compat_distribute import input as input_lib
 from compat_distribute.runtime import context
 from compat_distribute.runtime import devices
 from compat_distribute.api import extended_v1
-from compat_distribute.values import reduce as reduce_lib
+from compat_distribute.values import reduction as reduce_lib
 from compat_distribute.api import session_config
 from compat_distribute.values import distributed as values_lib
 from compat_distribute.api.errors import NotAPairError
 from compat_distribute.api.errors import NotAVariableError
 from compat_distribute.api.errors import check_destinations
 from compat_distribute.replicas import runner
-from compat_distribute.replicas.context import ReplicaContext
+from compat_distribute.replicas.plan import ReplicaPlan
+from compat_distribute.replicas.plan import Replicas
 from compat_distribute.runtime.types import ConfigProto
 from compat_distribute.runtime.types import Creator
 from compat_distribute.runtime.types import Destinations
@@ -73,8 +74,8 @@ class Extended(extended_v1.ExtendedV1Methods,
     self._require_static_shapes = False
     self._retrace_functions_for_each_device = len(self._compute_devices) > 1
     self._global_batch_size = True
-    self._single_replica_context: Optional[ReplicaContext] = None  # runner's
-    self._idle_eager_runs: list = []  # replicas.threads' pool
+    # The replica layer's plan and caches, made once: the devices are fixed.
+    self._replicas = Replicas(self._replica_plan())
 
   def __repr__(self) -> str:
     return (f"{type(self).__name__}(worker_devices={self.worker_devices!r}, "
@@ -133,6 +134,30 @@ class Extended(extended_v1.ExtendedV1Methods,
         per_replica_input_is_per_worker=self._per_replica_input_is_per_worker,
         wrap_single_replica_values=self._wrap_single_replica_values,
         partial_batches=bool(partial))
+
+  def _replica_plan(self) -> ReplicaPlan:
+    """What this strategy tells its replica layer (``replicas.plan``): the
+    replicas' devices, the strategy, its variable creator, its gather, and
+    whether one replica runs as several do."""
+    return ReplicaPlan(devices=self._compute_devices,
+                       strategy=self._container_strategy(),
+                       variable_creator=self._variable_creator,
+                       gather_to=self._gather_to,
+                       one_replica_like_many=self._one_replica_like_many)
+
+  @property
+  def _default_device(self) -> Optional[str]:
+    """The device ops made in the strategy's scope default to (None: no
+    device scope)."""
+    return self._scope_plan.default_device
+
+  @_default_device.setter
+  def _default_device(self, device: Optional[str]) -> None:
+    # What entering the scope installs (``runtime.context.ScopePlan``),
+    # remade whenever the default device is set, so it is always current.
+    self._scope_plan = context.ScopePlan(
+        variable_creator=self._variable_creator, default_device=device,
+        partition_getter=self._partition_getter)
 
   def _update_config_proto(self, config_proto: ConfigProto) -> ConfigProto:
     """What ``strategy.update_config_proto`` returns: a copy of
@@ -337,7 +362,7 @@ class Extended(extended_v1.ExtendedV1Methods,
   def _call_for_each_replica(self, fn: ReplicaFn, args: tuple,
                              kwargs: dict) -> Nest:
     """How replicas run is decided in one place: ``replicas.runner``."""
-    return runner.call_for_each_replica(self, fn, args, kwargs)
+    return runner.call_for_each_replica(self._replicas, fn, args, kwargs)
 
   def call_for_each_replica(self, fn: ReplicaFn, args: Sequence[Nest] = (),
                             kwargs: Optional[dict] = None) -> Nest:

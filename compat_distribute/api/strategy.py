@@ -14,8 +14,6 @@ True
 """
 from __future__ import annotations
 
-import collections.abc
-import math
 from typing import Callable, ContextManager, NoReturn, Optional, Sequence, Union
 
 import tensorflow as tf
@@ -24,10 +22,9 @@ from compat_distribute import _tf_compat
 from compat_distribute.runtime import context
 from compat_distribute.runtime.logs import warn_deprecated_once
 from compat_distribute import input as input_lib
-from compat_distribute.values import reduce as reduce_lib
+from compat_distribute.values import reduction
 from compat_distribute.api import iterators as strategy_iterators
 from compat_distribute.values import distributed as values_lib
-from compat_distribute.runtime.types import Axis
 from compat_distribute.runtime.types import ConfigProto
 from compat_distribute.runtime.types import ExtendedLike
 from compat_distribute.runtime.types import Nest
@@ -146,7 +143,7 @@ class StrategyMethods:
     runs in cross-replica context, and new variables are placed by the
     strategy.
     """
-    return context.StrategyScope(self)
+    return context.StrategyScope(self, self._extended._scope_plan)  # pylint: disable=protected-access
 
   # -- running --------------------------------------------------------------
 
@@ -173,7 +170,8 @@ class StrategyMethods:
     # Eagerly, the partitioner-dropping variable getter is left out (it costs
     # several microseconds per step); `with strategy.scope():` installs it.
     eager = _executing_eagerly()
-    token = context.enter_scope(self, variable_getter=not eager)
+    token = context.enter_scope(self, self._extended._scope_plan,  # pylint: disable=protected-access
+                                variable_getter=not eager)
     try:
       if not eager:
         # While tracing, let AutoGraph convert `fn` as the caller's setting
@@ -223,26 +221,14 @@ class StrategyMethods:
     """
     context.require_cross_replica(self, "Strategy.reduce",
                                   "ReplicaContext.all_reduce")
-    reduce_op = reduce_lib.to_reduce_op(reduce_op)
+    reduce_op = reduction.to_reduce_op(reduce_op)
     self._check_own_value(value, "reduce")
     if axis is None:
       return self._extended._reduce(reduce_op, value)  # pylint: disable=protected-access
-    if isinstance(value, collections.abc.Mapping):
-      raise TypeError(
-          f"reduce with axis={axis!r} takes a tensor or a per-replica tensor, "
-          f"got a {type(value).__name__} of values: {value!r}. Reduce each "
-          "entry separately, or pass axis=None to reduce the structure only "
-          "across replicas.")
-    for local in self._extended._local_results(value):  # pylint: disable=protected-access
-      reduce_lib.check_summable(local)
-      axis = reduce_lib.check_axis(axis, local)
-    if reduce_op == reduce_lib.ReduceOp.SUM:
-      sums = self.run(_sum_along, args=(value, axis))
-      return self._extended._reduce(reduce_op, sums)  # pylint: disable=protected-access
-    sums, counts = self.run(_sum_and_count_along, args=(value, axis))
-    total = self._extended._reduce(reduce_lib.ReduceOp.SUM, sums)  # pylint: disable=protected-access
-    count = self._extended._reduce(reduce_lib.ReduceOp.SUM, counts)  # pylint: disable=protected-access
-    return tf.math.truediv(total, tf.cast(count, total.dtype))
+    return reduction.reduce_along(
+        reduce_op, value, axis,
+        local_results=self._extended._local_results,  # pylint: disable=protected-access
+        run=self.run, reduce=self._extended._reduce)  # pylint: disable=protected-access
 
   def _check_own_value(self, value: Nest, method: str) -> None:
     for leaf in tf.nest.flatten(value):
@@ -367,27 +353,6 @@ class StrategyMethods:
           f"{self!r} has 1 logical device per replica; use all ones, e.g. "
           f"{[1] * len(dims)}.")
     return tensor
-
-
-def _sum_along(value: Nest, axis: int) -> Nest:
-  return tf.reduce_sum(value, axis=axis)
-
-
-def _sum_and_count_along(value: Nest, axis: Axis
-                         ) -> tuple[tf.Tensor, tf.Tensor]:
-  """The sum along ``axis`` (an int or a tuple/list of them) and how many
-  elements it summed; a count known while tracing is a constant."""
-  if not isinstance(value, tf.RaggedTensor):
-    value = tf.convert_to_tensor(value)
-  axes = axis if isinstance(axis, (tuple, list)) else (axis,)
-  dims = [value.shape[a] if isinstance(a, int) else None for a in axes]
-  if all(d is not None for d in dims):
-    count = tf.constant(math.prod(dims), tf.int64)
-  else:
-    # A ragged dimension has no single size: TensorFlow's ValueError.
-    shape = tf.shape(value, out_type=tf.int64)
-    count = tf.math.reduce_prod(tf.stack([shape[a] for a in axes]))
-  return tf.reduce_sum(value, axis=axis), count
 
 
 class Strategy(strategy_iterators.IteratorMethods, StrategyMethods,

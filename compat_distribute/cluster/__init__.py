@@ -3,7 +3,8 @@
 * ``tasks``: the cluster and this task, from ``TF_CONFIG`` or a cluster
   resolver (checked, with errors that show the value and the fix), and a
   bounded wait for tasks to be up.
-* ``placement``: which ``ps`` task a new variable goes to.
+* (which ``ps`` task a new variable goes to: ``variables/placement.py``,
+  where every strategy asks where its variables go).
 * ``parameter_server``: the v1 ``ParameterServerStrategy`` and its extended,
   on the replica machinery of ``CentralStorageStrategy``.
 * ``local``: ``LocalCluster``, TensorFlow server processes on 127.0.0.1 for

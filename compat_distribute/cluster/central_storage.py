@@ -58,6 +58,7 @@ from compat_distribute.runtime.types import Creator
 from compat_distribute.runtime.types import StrategyLike
 from compat_distribute.strategies import central_storage
 from compat_distribute.variables import central as variables_lib
+from compat_distribute.variables import placement
 from compat_distribute.variables import shared as replica_variables
 
 _UNSET = object()
@@ -82,16 +83,11 @@ class ClusterCentralStorageExtended(central_storage.CentralStorageExtended):
     self._parameter_devices = parameter_devices
     self._worker_groups = groups
     self._cluster_client = client
-    self._next_ps = 0
+    self._ps_rotation = placement.RoundRobin(self._parameter_devices)
 
   def __repr__(self) -> str:
     return (f"{type(self).__name__}(worker_devices={self.worker_devices!r}, "
             f"parameter_devices={self.parameter_devices!r})")
-
-  def _next_parameter_device(self) -> str:
-    device = self._parameter_devices[self._next_ps]
-    self._next_ps = (self._next_ps + 1) % len(self._parameter_devices)
-    return device
 
   def _create_variable(self, next_creator: Creator,
                        **kwargs: Any) -> tf.Variable:
@@ -100,7 +96,7 @@ class ClusterCentralStorageExtended(central_storage.CentralStorageExtended):
 
     def create():
       device = (None if kwargs.get("colocate_with") is not None else
-                self._next_parameter_device())
+                self._ps_rotation.next())
       return variables_lib.create_central_variable(
           self, next_creator, device=device, **kwargs)
     if len(self._compute_devices) == 1:

@@ -50,9 +50,9 @@ from typing import Any, Callable, Optional
 import tensorflow as tf
 
 from compat_distribute.strategies import central_storage
-from compat_distribute.cluster import placement
 from compat_distribute.cluster import tasks as cluster_lib
 from compat_distribute.runtime import devices as devices_lib
+from compat_distribute.variables import placement
 from compat_distribute.variables import shared as replica_variables
 from compat_distribute.api import strategy_v1
 from compat_distribute.variables import central as variables_lib

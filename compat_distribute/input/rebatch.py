@@ -1,8 +1,9 @@
 """Splitting each global batch into one piece per replica.
 
 The rule reproduces what TensorFlow 2.21's CentralStorage and Mirrored
-strategies yield (measured; see tests/test_input_rebatch.py): every element
-of the dataset is cut along its first dimension into exactly ``n`` pieces.
+strategies yield (measured; see tests/input/test_input_rebatch.py): every
+element of the dataset is cut along its first dimension into exactly ``n``
+pieces.
 If that dimension has ``b`` rows, each piece takes ``c = ceil(b / n)`` rows
 in replica order until the rows run out; later pieces are empty.  Each
 component of an element is cut by its own first dimension, and each element

@@ -19,7 +19,7 @@ import tensorflow as tf
 from compat_distribute import _tf_compat
 from compat_distribute import _tf_private
 from compat_distribute.runtime import context
-from compat_distribute.values import reduce as reduce_lib
+from compat_distribute.values import reduction as reduce_lib
 from compat_distribute.variables.aggregating import AggregatingVariable
 from compat_distribute.runtime.types import MergeFn
 from compat_distribute.runtime.types import Nest
@@ -162,6 +162,16 @@ class ReplicaContext(tf.distribute.ReplicaContext,
       return tf.nest.map_structure(_identity, value)
     return self._all_gather(value, axis)
 
+  def _gather_to(self, value: Nest, destinations: Nest, axis: int) -> Nest:
+    """The strategy's gather of ``value`` onto ``destinations``; a context
+    of several replicas (``threads.MultiReplicaContext``) has it from its
+    run's ``ReplicaPlan``."""
+    raise NotImplementedError(
+        f"all_gather across {self.num_replicas_in_sync} replicas needs the "
+        f"replica context strategy.run makes, not {self!r}. Call "
+        "tf.distribute.get_replica_context().all_gather(...) inside the "
+        "replica function.")
+
   def _require_running(self, method: str) -> None:
     """A collective is valid only from the code this context is running
     (with several replicas, ``merge_call`` checks it for all of them)."""
@@ -209,16 +219,16 @@ class ReplicaContext(tf.distribute.ReplicaContext,
     return reduced[0] if single else tf.nest.pack_sequence_as(value, reduced)
 
   def _all_gather(self, value: Nest, axis: int) -> Nest:
-    """All-gather for several replicas: ``_gather_to`` in ``merge_fn``.
+    """All-gather for several replicas: the strategy's gather (``_gather_to``,
+    from the run's ``ReplicaPlan``) in ``merge_fn``.
 
     The gradient for one replica is its own slice (along ``axis``) of the
     all-reduce SUM of the replicas' upstream gradients.
     """
     flat = tf.nest.flatten(value)
 
-    def merge_fn(strategy, *per_replica):
-      return [strategy.extended._gather_to(v, v, axis)  # pylint: disable=protected-access
-              for v in per_replica]
+    def merge_fn(_, *per_replica):
+      return [self._gather_to(v, v, axis) for v in per_replica]
 
     @tf.custom_gradient
     def gather_with_gradient(*xs):

@@ -30,7 +30,7 @@ from typing import Any
 from compat_distribute import _tf_compat
 from compat_distribute import _tf_private
 from compat_distribute.replicas import threads
-from compat_distribute.runtime.types import ExtendedLike
+from compat_distribute.replicas.plan import Replicas
 from compat_distribute.runtime.types import Nest
 
 # Each tf.function keeps its replicated versions itself, one per strategy
@@ -41,29 +41,30 @@ from compat_distribute.runtime.types import Nest
 _REPLICATED_ATTRIBUTE = "_compat_distribute_replicated"
 
 
-def call_for_each_replica(extended: ExtendedLike, fn: Any, args: tuple,
+def call_for_each_replica(replicas: Replicas, fn: Any, args: tuple,
                           kwargs: dict) -> Nest:
-  """Runs the ``tf.function`` ``fn`` on every replica of ``extended``, all
-  traced into one function; returns the regrouped results."""
-  return replicated(extended, fn)(*args, **kwargs)
+  """Runs the ``tf.function`` ``fn`` on every replica of ``replicas`` (a
+  strategy's ``plan.Replicas``), all traced into one function; returns the
+  regrouped results."""
+  return replicated(replicas, fn)(*args, **kwargs)
 
 
-def replicated(extended: ExtendedLike, fn: Any) -> Any:
+def replicated(replicas: Replicas, fn: Any) -> Any:
   """``fn`` (a ``tf.function``) turned into one ``tf.function`` that runs
   its Python function on every replica; made once per (strategy, fn)."""
-  per_extended = getattr(fn, _REPLICATED_ATTRIBUTE, None)
-  if per_extended is None:
-    per_extended = weakref.WeakKeyDictionary()
-    setattr(fn, _REPLICATED_ATTRIBUTE, per_extended)
-  wrapped = per_extended.get(extended)
+  per_strategy = getattr(fn, _REPLICATED_ATTRIBUTE, None)
+  if per_strategy is None:
+    per_strategy = weakref.WeakKeyDictionary()
+    setattr(fn, _REPLICATED_ATTRIBUTE, per_strategy)
+  wrapped = per_strategy.get(replicas)
   if wrapped is None:
-    extended_ref = weakref.ref(extended)
+    replicas_ref = weakref.ref(replicas)
     python_function = fn.python_function
 
     def run_every_replica(*args, **kwargs):
       body = _tf_compat.convert_as_caller(python_function)
-      return threads.call_for_each_replica(extended_ref(), body, args, kwargs)
+      return threads.call_for_each_replica(replicas_ref(), body, args, kwargs)
 
     wrapped = _tf_private.clone_function(fn, run_every_replica)
-    per_extended[extended] = wrapped
+    per_strategy[replicas] = wrapped
   return wrapped

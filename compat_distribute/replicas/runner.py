@@ -1,14 +1,16 @@
 """How replicas run: the one place that chooses, and the one-replica paths.
 
-``call_for_each_replica(extended, fn, args, kwargs)`` is what ``strategy.run``
-reaches (through the base ``Extended._call_for_each_replica``):
+``call_for_each_replica(replicas, fn, args, kwargs)`` is what
+``strategy.run`` reaches (through the base ``Extended._call_for_each_replica``,
+with the ``plan.Replicas`` that ``extended`` makes once, from its
+``ReplicaPlan``):
 
 * Several replicas: ``threads.call_for_each_replica`` -- replica 0 on the
   calling thread, the others there too until a ``merge_call`` moves them
   to long-lived worker threads (see ``threads``); for a ``tf.function``,
   through ``replicated_function``, which traces every replica into one.
 * One replica, for a strategy that runs it as it runs several
-  (``extended._one_replica_like_many``; CentralStorage, as TensorFlow's):
+  (``plan.one_replica_like_many``; CentralStorage, as TensorFlow's):
   a ``tf.function`` is traced anew for the replica as for several;
   any other ``fn`` runs on the calling thread in an ``OnlyReplicaContext``
   whose ``merge_fn`` runs under the caller's device, with the caller's
@@ -22,7 +24,8 @@ reaches (through the base ``Extended._call_for_each_replica``):
 >>> from compat_distribute import v2 as distribute
 >>> one = distribute.OneDeviceStrategy("/cpu:0")
 >>> with one.scope():
-...   call_for_each_replica(one.extended, lambda: [tf.constant(1)], (), {})
+...   call_for_each_replica(one.extended._replicas, lambda: [tf.constant(1)],
+...                         (), {})
 [<tf.Tensor: shape=(), dtype=int32, numpy=1>]
 """
 from __future__ import annotations
@@ -40,8 +43,9 @@ from compat_distribute.replicas import threads
 from compat_distribute.replicas.context import ReplicaContext
 from compat_distribute.replicas.context import first_replica_variable_scope
 from compat_distribute.replicas.context import reentered_variable_scope
+from compat_distribute.replicas.plan import ReplicaPlan
+from compat_distribute.replicas.plan import Replicas
 from compat_distribute.runtime.types import DeviceName
-from compat_distribute.runtime.types import ExtendedLike
 from compat_distribute.runtime.types import Nest
 from compat_distribute.runtime.types import ReplicaFn
 from compat_distribute.runtime.types import StrategyLike
@@ -53,52 +57,50 @@ _PLAIN_FUNCTIONS = frozenset((types.FunctionType, types.MethodType))
 _device = _tf_private.device  # tf.device, cheaper while tracing
 
 
-def call_for_each_replica(extended: ExtendedLike, fn: ReplicaFn,
+def call_for_each_replica(replicas: Replicas, fn: ReplicaFn,
                           args: tuple, kwargs: dict) -> Nest:
-  """Runs ``fn`` once per replica of ``extended`` (see the module
+  """Runs ``fn`` once per replica of ``replicas`` (see the module
   docstring); must be called inside the strategy's scope."""
-  several = len(extended._compute_devices) > 1  # pylint: disable=protected-access
-  like_many = several or extended._one_replica_like_many  # pylint: disable=protected-access
+  like_many = replicas.like_many
   if (like_many and type(fn) not in _PLAIN_FUNCTIONS and
       isinstance(fn, _PolymorphicFunction)):
-    return replicated_function.call_for_each_replica(extended, fn, args,
+    return replicated_function.call_for_each_replica(replicas, fn, args,
                                                      kwargs)
-  if several:
-    return threads.call_for_each_replica(extended, fn, args, kwargs)
+  if replicas.several:
+    return threads.call_for_each_replica(replicas, fn, args, kwargs)
   if not like_many:
-    return run_one_replica(extended, _kept_context(extended), fn, args,
+    return run_one_replica(replicas.plan, _kept_context(replicas), fn, args,
                            kwargs)
-  return _run_only_replica(extended, fn, args, kwargs)
+  return _run_only_replica(replicas.plan, fn, args, kwargs)
 
 
-def run_one_replica(extended: ExtendedLike, replica_context: ReplicaContext,
+def run_one_replica(plan: ReplicaPlan, replica_context: ReplicaContext,
                     fn: ReplicaFn, args: tuple, kwargs: dict) -> Nest:
   """Runs the only replica's ``fn`` on the calling thread."""
-  with _device(extended._compute_devices[0]), replica_context:  # pylint: disable=protected-access
+  with _device(plan.devices[0]), replica_context:
     return fn(*values_lib.select_replica(0, args),
               **values_lib.select_replica(0, kwargs))
 
 
-def _kept_context(extended: ExtendedLike) -> ReplicaContext:
+def _kept_context(replicas: Replicas) -> ReplicaContext:
   """The one replica's context: stateless between uses, so one instance
-  (kept on ``extended``) serves every call."""
-  context = extended._single_replica_context  # pylint: disable=protected-access
+  (kept by ``replicas``) serves every call."""
+  context = replicas.kept_context
   if context is None:
-    context = extended._single_replica_context = ReplicaContext(  # pylint: disable=protected-access
-        extended._container_strategy(), 0)  # pylint: disable=protected-access
+    context = replicas.kept_context = ReplicaContext(replicas.plan.strategy, 0)
   return context
 
 
-def _run_only_replica(extended: ExtendedLike, fn: ReplicaFn, args: tuple,
+def _run_only_replica(plan: ReplicaPlan, fn: ReplicaFn, args: tuple,
                       kwargs: dict) -> Nest:
-  replica_context = OnlyReplicaContext(extended._container_strategy(),  # pylint: disable=protected-access
+  replica_context = OnlyReplicaContext(plan.strategy,
                                        _tf_private.current_device())
 
   def run_replica() -> Nest:
     if tf.executing_eagerly():
-      return run_one_replica(extended, replica_context, fn, args, kwargs)
+      return run_one_replica(plan, replica_context, fn, args, kwargs)
     with first_replica_variable_scope():
-      return run_one_replica(extended, replica_context, fn, args, kwargs)
+      return run_one_replica(plan, replica_context, fn, args, kwargs)
 
   result = caller_state.keeping_summary_state(run_replica)
   if replica_context.merge_error is not None:  # caught by the replica fn

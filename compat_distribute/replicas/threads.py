@@ -12,11 +12,9 @@ How a run proceeds, and why it is cheap:
   calling ``merge_call``, replicas 1..N-1 also run on the calling thread,
   one after the other: no thread hand-off at all.
 * The first time replica 0 calls ``merge_call``, replicas 1..N-1 move to
-  long-lived worker threads (taken from a pool, reused by later runs).
-  Each runs up to its own ``merge_call`` and pauses; ``merge_fn`` then runs
-  once, on the calling thread, in cross-replica context, with every
-  replica's arguments grouped into ``PerReplica`` values; each replica
-  resumes with its own part of the result.
+  long-lived worker threads, and meet at each ``merge_call``
+  (``rendezvous``): ``merge_fn`` runs once, on the calling thread, with
+  every replica's arguments grouped, and each gets its part of the result.
 * The order of execution is TensorFlow's: replica 0 up to the merge point,
   replica 1 up to it, ..., ``merge_fn``, and again after it.
 
@@ -43,9 +41,8 @@ pause or end, then unwinds the others (``workers.Lease``).
 """
 from __future__ import annotations
 
-import contextlib
 import sys
-from typing import ContextManager, Optional
+from typing import Optional
 
 import tensorflow as tf
 
@@ -54,13 +51,13 @@ from compat_distribute.replicas import caller_state
 from compat_distribute.runtime import context
 from compat_distribute.replicas import errors as replica_errors
 from compat_distribute.variables import shared as replica_variables
-from compat_distribute.replicas import workers as workers_lib
+from compat_distribute.replicas import rendezvous as rendezvous_lib
 from compat_distribute.values import distributed as values_lib
 from compat_distribute.replicas.context import ReplicaContext
+from compat_distribute.replicas.plan import Replicas
 from compat_distribute.replicas.context import first_replica_variable_scope
-from compat_distribute.replicas.context import reentered_variable_scope
+from compat_distribute.replicas.rendezvous import replica_scope
 from compat_distribute.runtime.types import Creator
-from compat_distribute.runtime.types import ExtendedLike
 from compat_distribute.runtime.types import MergeFn
 from compat_distribute.runtime.types import Nest
 from compat_distribute.runtime.types import ReplicaFn
@@ -71,13 +68,14 @@ _executing_eagerly = tf.executing_eagerly
 _device = _tf_private.device  # tf.device, cheaper while tracing
 
 
-def call_for_each_replica(extended: ExtendedLike, fn: ReplicaFn, args: tuple,
+def call_for_each_replica(replicas: Replicas, fn: ReplicaFn, args: tuple,
                           kwargs: dict) -> Nest:
-  """Runs ``fn`` once per replica of ``extended``; returns the regrouped
-  results.  Must be called inside the strategy's scope.  (A ``tf.function``
-  goes through ``replicated_function`` first, which calls this with its
-  Python function while tracing.)"""
-  return values_lib.regroup(_run_to_end(_Run.begin(extended, fn, args, kwargs)))
+  """Runs ``fn`` once per replica of ``replicas`` (a strategy's
+  ``plan.Replicas``); returns the regrouped results.  Must be called
+  inside the strategy's scope.  (A ``tf.function`` goes through
+  ``replicated_function`` first, which calls this with its Python function
+  while tracing.)"""
+  return values_lib.regroup(_run_to_end(_Run.begin(replicas, fn, args, kwargs)))
 
 
 def _run_to_end(run: "_Run") -> list[Nest]:
@@ -89,8 +87,8 @@ def _run_to_end(run: "_Run") -> list[Nest]:
     returned = True
     return results
   except RuntimeError as e:
-    if run.lease is not None:
-      run.lease.closed = True
+    if run.rendezvous is not None:
+      run.rendezvous.lease.closed = True
     interrupt = replica_errors.interrupt_behind(e)
     if interrupt is None:
       raise
@@ -98,8 +96,8 @@ def _run_to_end(run: "_Run") -> list[Nest]:
   finally:
     # First, and no call before it: an interrupt cannot come between the
     # run's end and the mark that lets a later run reclaim its workers.
-    if run.lease is not None:
-      run.lease.closed = True
+    if run.rendezvous is not None:
+      run.rendezvous.lease.closed = True
     run.release(restore=not returned)
 
 
@@ -120,6 +118,9 @@ class MultiReplicaContext(ReplicaContext):
     ``_Run.call_fn``)."""
     return self._run.variables.create(self, next_creator, kwargs)
 
+  def _gather_to(self, value: Nest, destinations: Nest, axis: int) -> Nest:
+    return self._run.gather_to(value, destinations, axis)
+
   def _merge_call(self, merge_fn: MergeFn, args: tuple,
                   kwargs: dict) -> Nest:
     self._require_running("merge_call")
@@ -130,23 +131,27 @@ class MultiReplicaContext(ReplicaContext):
 # -- one run ------------------------------------------------------------------
 
 class _Run:
-  """The state of one ``call_for_each_replica``.
+  """The state of one ``call_for_each_replica``: the replicas' loop on the
+  calling thread.
 
   A run whose replicas never call ``merge_call`` (an eager ``run`` of a
   plain function: the hot path) needs only the replicas' contexts and
-  results; the workers, their lease and the merge bookkeeping are made by
-  the first ``merge_call`` (``start_merging``), and the variables the
-  replicas share by the first variable created in a replica.  Such an
-  eager run, once over, serves the strategy's next eager run (``begin``).
+  results; the workers, their lease and the merge bookkeeping are the
+  ``rendezvous.Rendezvous`` made by the first ``merge_call``, and the
+  variables the replicas share are made by the first variable created in a
+  replica.  Such an eager run, once over, serves the strategy's next eager
+  run (``begin``).
   """
 
-  def __init__(self, extended: ExtendedLike, eager: bool) -> None:
-    self.strategy = strategy = extended._container_strategy()  # pylint: disable=protected-access
-    self.devices = devices = extended._compute_devices  # pylint: disable=protected-access
+  def __init__(self, replicas: Replicas, eager: bool) -> None:
+    plan = replicas.plan
+    self.strategy = strategy = plan.strategy
+    self.devices = devices = plan.devices
     self.n = n = len(devices)
-    self.strategy_creator = extended._variable_creator  # pylint: disable=protected-access
+    self.strategy_creator = plan.variable_creator
+    self.gather_to = plan.gather_to
     self.eager = eager
-    self.idle_runs = extended._idle_eager_runs  # pylint: disable=protected-access
+    self.idle_runs: list["_Run"] = replicas.idle_runs
     self.contexts = [MultiReplicaContext(strategy, i, self) for i in range(n)]
     # Each replica's device, and what entering its context sets: its
     # strategy-stack entry and summary flag (see execute_eagerly).
@@ -160,14 +165,13 @@ class _Run:
     self.caller_device = ""
     self.results: Optional[list[Nest]] = None
     self.error: Optional[BaseException] = None
-    # Closed when the run ends: a replica that reaches merge_call after
-    # that unwinds (raises replica_errors.Aborted) instead of pausing.
-    self.lease: Optional[workers_lib.Lease] = None
-    self.workers: Optional[list[Nest]] = None  # replica i on workers[i]
+    # Made by the first merge_call: the workers, their lease (closed when
+    # the run ends), and what the replicas' pauses report.
+    self.rendezvous: Optional[rendezvous_lib.Rendezvous] = None
     self.shared: Optional[replica_variables.SharedVariables] = None
 
   @classmethod
-  def begin(cls, extended: ExtendedLike, fn: ReplicaFn, args: tuple,
+  def begin(cls, replicas: Replicas, fn: ReplicaFn, args: tuple,
             kwargs: dict) -> "_Run":
     """A run of ``fn`` on the calling thread's graph: eagerly, one that an
     earlier eager run of the strategy left (``release``), if any.  (A traced
@@ -175,11 +179,11 @@ class _Run:
     contexts.)"""
     if _executing_eagerly():
       try:
-        run = extended._idle_eager_runs.pop()  # pylint: disable=protected-access
+        run = replicas.idle_runs.pop()
       except IndexError:  # atomic, unlike a test first: runs on other threads
-        run = cls(extended, True)
+        run = cls(replicas, True)
     else:
-      run = cls(extended, False)
+      run = cls(replicas, False)
     run.start(fn, args, kwargs)
     return run
 
@@ -205,18 +209,6 @@ class _Run:
       self.shared = replica_variables.SharedVariables(self.n)
     return self.shared
 
-  def start_merging(self) -> None:
-    """(replica 0's first ``merge_call``) Lends replicas 1..N-1 a worker
-    thread each, and sets up what their pauses report."""
-    n = self.n
-    self.started = [False] * n
-    self.finished = [False] * n
-    self.requests: list[Nest] = [None] * n
-    self.control_deps: list[Nest] = [()] * n
-    self.merge_results: list[Nest] = [None] * n
-    self.lease = lease = workers_lib.Lease()
-    self.workers = [None] + lease.take(n - 1)
-
   def fail(self, error: BaseException) -> BaseException:
     """Records the run's first error; returns ``error``."""
     if self.error is None:
@@ -236,8 +228,8 @@ class _Run:
     replicas never touch it)."""
     try:
       for i in range(self.n):
-        if self.workers is not None:
-          self.finish_on_workers()
+        if self.rendezvous is not None:
+          self.rendezvous.finish_on_workers()
           break
         try:
           self.results[i] = self.run_here(i)
@@ -269,8 +261,8 @@ class _Run:
     outer_flag = summary.is_recording_distribution_strategy
     try:
       for i, (device_name, mode, flag) in enumerate(self.entries):
-        if self.workers is not None:
-          self.finish_on_workers()
+        if self.rendezvous is not None:
+          self.rendezvous.finish_on_workers()
           break
         device = _tf_private.enter_eager_device(device_name)
         stack.append(mode)
@@ -304,16 +296,6 @@ class _Run:
     if self.error is not None and sys.exc_info()[1] is not self.error:
       self.raise_error()
 
-  def finish_on_workers(self) -> None:
-    """(replica 0 has returned, having called merge_call) Lets replicas
-    1..N-1 run to their ends on their workers."""
-    for i in range(1, self.n):
-      self.advance(i)
-      if self.error is not None:
-        self.raise_error()
-      if not self.finished[i]:
-        raise self.fail(replica_errors.mismatch())
-
   def run_here(self, i: int) -> Nest:
     """Runs replica ``i`` on the calling thread, in a graph."""
     args = values_lib.select_replica(i, self.args)
@@ -322,7 +304,7 @@ class _Run:
       if i == 0:
         with first_replica_variable_scope():
           return self.call_fn(i, args, kwargs)
-      with tf.name_scope(_replica_scope(self.graph.get_name_scope(), i)), \
+      with tf.name_scope(replica_scope(self.graph.get_name_scope(), i)), \
           tf.compat.v1.variable_scope(tf.compat.v1.get_variable_scope(),
                                       reuse=True):
         return self.call_fn(i, args, kwargs)
@@ -355,15 +337,6 @@ class _Run:
     finally:
       _tf_private.pop_variable_creator(graph, token)
 
-  def advance(self, i: int) -> None:
-    """Lets replica ``i`` (on its worker) run to its next pause or end."""
-    worker = self.workers[i]
-    if self.started[i]:
-      worker.resume()
-    else:
-      self.started[i] = True
-      worker.start_job(lambda: self.run_on_worker(i))
-
   def release(self, restore: bool) -> None:
     """Ends the run on every exit path: waits for a replica still running on
     a worker (the calling thread's wait for it may have been interrupted),
@@ -380,14 +353,13 @@ class _Run:
     keeps the run's function, arguments, results and graphs (e.g. a Keras
     model) alive.
     """
-    reusable = self.eager and self.lease is None
+    reusable = self.eager and self.rendezvous is None
     if reusable and not restore:  # the hot path: nothing to close or undo
       self.pool()
       return
     try:
-      if self.lease is not None:
-        self.lease.close()
-      self.workers = None
+      if self.rendezvous is not None:
+        self.rendezvous.lease.close()
     finally:
       try:
         if restore:
@@ -413,107 +385,24 @@ class _Run:
 
   def merge_call(self, i: int, merge_fn: MergeFn, args: tuple,
                  kwargs: dict) -> Nest:
+    """Replica ``i``'s ``merge_call``: replica 0's first one makes the
+    run's ``Rendezvous``, which does the rest."""
     if (not tf.executing_eagerly() if self.eager else
         _get_default_graph() is not self.graph):
       # Eager workers each have their own default graph, so eagerly the
       # test is that no tf.function is being traced.
-      raise self.fail(RuntimeError(
-          "merge_call was called inside a nested tf.function or a "
-          "control-flow branch of the replica function; all replicas must "
-          "reach merge_call in the graph `strategy.run` was called in. Move "
-          "the synchronising call (e.g. optimizer.apply_gradients or "
-          "all_reduce) out of the nested tf.function / tf.cond / "
-          "tf.while_loop, or wrap the whole `strategy.run` in one "
-          "tf.function."))
+      raise self.fail(rendezvous_lib.nested_merge_error())
+    rendezvous = self.rendezvous
     if i == 0:
-      return self.leader_merge(merge_fn, args, kwargs)
-    if self.workers is None:
-      # Replica 0 finished without merge_call; replica i made one.
-      raise self.fail(replica_errors.mismatch())
-    return self.worker_merge(i, args, kwargs)
-
-  def leader_merge(self, merge_fn: MergeFn, args: tuple,
-                   kwargs: dict) -> Nest:
-    """Replica 0's merge_call: gathers the others, runs ``merge_fn``."""
-    if self.error is not None:
-      self.raise_error()
-    if self.workers is None:
-      self.start_merging()
-    self.requests[0] = (args, kwargs)
-    for i in range(1, self.n):
-      self.advance(i)
       if self.error is not None:
         self.raise_error()
-      if self.finished[i]:
-        raise self.fail(replica_errors.mismatch())
-    merged_args = values_lib.regroup([r[0] for r in self.requests])
-    merged_kwargs = values_lib.regroup([r[1] for r in self.requests])
-    self.requests = [None] * self.n
-    try:
-      with context.CrossReplicaFromReplica(self.strategy), \
-          _device(None), _maybe_device(self.caller_device), \
-          _control_dependencies(self.control_deps), \
-          _tf_private.stop_recording(), reentered_variable_scope():
-        result = merge_fn(self.strategy, *merged_args, **merged_kwargs)
-    except BaseException as e:
-      self.fail(e)
-      raise
-    for i in range(1, self.n):
-      self.merge_results[i] = values_lib.select_replica_result(i, result)
-    return values_lib.select_replica_result(0, result)
-
-  def worker_merge(self, i: int, args: tuple, kwargs: dict) -> Nest:
-    """Replica ``i``'s merge_call, on its worker: pause until merged."""
-    if self.lease.closed:
-      raise replica_errors.Aborted()
-    self.requests[i] = (args, kwargs)
-    if not self.eager:
-      self.control_deps[i] = tuple(
-          _tf_private.current_control_dependencies(self.graph))
-    self.workers[i].pause()
-    if self.lease.closed:
-      raise replica_errors.Aborted()
-    self.control_deps[i] = ()
-    result, self.merge_results[i] = self.merge_results[i], None
-    return result
-
-  # -- a worker thread --------------------------------------------------------
-
-  def run_on_worker(self, i: int) -> None:
-    """Replica ``i``'s whole job on its worker thread; never raises."""
-    caller = self.caller
-    try:
-      if self.lease.closed:
-        return  # asked to start after the run ended (its leader interrupted)
-      with caller_state.BorrowedState(caller):
-        args = values_lib.select_replica(i, self.args)
-        kwargs = values_lib.select_replica(i, self.kwargs)
-        with _device(self.devices[i]), self.contexts[i]:
-          if self.eager:
-            self.results[i] = self.call_fn(i, args, kwargs)
-          else:
-            with tf.name_scope(_replica_scope(caller.name_scope, i)), \
-                tf.compat.v1.variable_scope(caller.var_scope, reuse=True):
-              self.results[i] = self.call_fn(i, args, kwargs)
-    except replica_errors.Aborted:
-      pass
-    except BaseException as e:  # pylint: disable=broad-except
-      self.fail(e)
-    finally:
-      self.finished[i] = True
-
-
-def _replica_scope(outer: str, i: int) -> str:
-  return f"{outer}/replica_{i}/" if outer else f"replica_{i}/"
-
-
-_NULL = contextlib.nullcontext()
-
-
-def _maybe_device(device: str) -> ContextManager[None]:
-  return _device(device) if device else _NULL
-
-
-def _control_dependencies(per_replica: list[Nest]) -> ContextManager[None]:
-  ops = [op for deps in per_replica for op in deps]
-  return tf.control_dependencies(ops) if ops else _NULL
+      if rendezvous is None:
+        # Recorded before it lends workers: the run's end closes its lease
+        # even if an interrupt cuts the lending short.
+        rendezvous = self.rendezvous = rendezvous_lib.Rendezvous(self)
+        rendezvous.take_workers()
+      return rendezvous.leader_merge(merge_fn, args, kwargs)
+    if rendezvous is None:
+      # Replica 0 finished without merge_call; replica i made one.
+      raise self.fail(replica_errors.mismatch())
+    return rendezvous.worker_merge(i, args, kwargs)

@@ -7,12 +7,15 @@ exception leaves the stack exactly as it was.
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 from typing import Any, Optional
 
 import tensorflow as tf
 
 from compat_distribute import _tf_private
+from compat_distribute.runtime.types import Creator
+from compat_distribute.runtime.types import DeviceName
 from compat_distribute.runtime.types import Nest
 from compat_distribute.runtime.types import StrategyLike
 
@@ -70,7 +73,24 @@ def current_mode() -> Optional[ThreadMode]:
   return stack[-1] if stack else None
 
 
-def enter_scope(strategy: StrategyLike,
+@dataclasses.dataclass(frozen=True)
+class ScopePlan:
+  """What entering a strategy's scope installs, as its ``extended`` hands it
+  over (built once, ``api/extended.py``), so this layer reads nothing
+  private of a strategy.
+
+  Attributes:
+    variable_creator: installed as by ``tf.variable_creator_scope``.
+    default_device: entered as ``tf.device`` when not None.
+    partition_getter: the custom getter of the scope's
+      ``tf.compat.v1.variable_scope``.
+  """
+  variable_creator: Creator
+  default_device: Optional[DeviceName]
+  partition_getter: Creator
+
+
+def enter_scope(strategy: StrategyLike, plan: ScopePlan,
                 variable_getter: bool = True) -> Optional[list[Nest]]:
   """Enters ``strategy``'s scope (see ``StrategyScope``) on the calling
   thread; returns the token ``exit_scope`` takes.
@@ -106,22 +126,21 @@ def enter_scope(strategy: StrategyLike,
           "outside `run`, or use `tf.distribute.get_replica_context()."
           "merge_call` to reach cross-replica context from a replica.")
     return None
-  extended = strategy.extended
   mode = ThreadMode(strategy, strategy, None)
   stack.append(mode)
   try:
     creators = _tf_private.push_variable_creator(
-        graph, extended._variable_creator)  # pylint: disable=protected-access
+        graph, plan.variable_creator)
     device_scope = None
     try:
-      if extended._default_device:  # pylint: disable=protected-access
-        device_scope = tf.device(extended._default_device)  # pylint: disable=protected-access
+      if plan.default_device:
+        device_scope = tf.device(plan.default_device)
         device_scope.__enter__()
       var_scope = None
       if variable_getter:
         var_scope = tf.compat.v1.variable_scope(
             tf.compat.v1.get_variable_scope(),
-            custom_getter=extended._partition_getter,  # pylint: disable=protected-access
+            custom_getter=plan.partition_getter,
             auxiliary_name_scope=False)
         var_scope.__enter__()
     except BaseException:
@@ -228,8 +247,9 @@ class StrategyScope:
   no-op; entering a different strategy's scope raises ``RuntimeError``.
   """
 
-  def __init__(self, strategy: StrategyLike) -> None:
+  def __init__(self, strategy: StrategyLike, plan: ScopePlan) -> None:
     self._strategy = strategy
+    self._plan = plan
     # One (exit_scope token, entering thread's id) per __enter__.
     self._entered: list[tuple[Any, int]] = []
 
@@ -237,7 +257,7 @@ class StrategyScope:
     return f"StrategyScope({self._strategy!r})"
 
   def __enter__(self) -> StrategyLike:
-    token = enter_scope(self._strategy)
+    token = enter_scope(self._strategy, self._plan)
     if token is not None:
       # Checked on exit: a variable_scope left open inside is a nesting error.
       token.append(tf.compat.v1.get_variable_scope())

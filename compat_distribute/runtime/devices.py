@@ -1,5 +1,6 @@
 """Device names: canonical spelling, a one-time report of missing devices,
-and where a strategy's variable creator places a new variable.
+the host CPU.  (Where a strategy's variable creator places a new variable
+is ``variables/placement.py``.)
 
 >>> canonicalize("/cpu:0")
 '/job:localhost/replica:0/task:0/device:CPU:0'
@@ -8,8 +9,7 @@ and where a strategy's variable creator places a new variable.
 """
 from __future__ import annotations
 
-import contextlib
-from typing import Any, ContextManager, Iterable, Iterator
+from typing import Any, Iterable
 
 import tensorflow as tf
 
@@ -159,43 +159,6 @@ def report_missing(devices: Iterable[str], owner: str,
         "%s: device %s does not exist on this machine; TensorFlow will place "
         "its work on %s instead. Local devices: %s. Pass one of those to use "
         "a specific device.", owner, device, fallback, ", ".join(existing))
-
-
-def variable_placement(colocate_with: Any, device: str,
-                       clear_scopes: bool) -> ContextManager[None]:
-  """The scope a strategy's variable creator makes a variable in.
-
-  As TensorFlow's strategies do: next to ``colocate_with`` when it is given
-  (an optimizer slot's primary variable, a tensor or an operation; any
-  other object names a device through its ``device``); otherwise on
-  ``device``, merged into the caller's ``tf.device`` scope (OneDevice) or,
-  with ``clear_scopes``, after clearing the caller's device and colocation
-  scopes (CentralStorage: its variables go to the parameter device whatever
-  scope they are made in).
-
-  >>> with tf.Graph().as_default():
-  ...   with tf.device("/cpu:1"):
-  ...     with variable_placement(None, "/cpu:0", clear_scopes=True):
-  ...       print(tf.constant(1.0).op.device)
-  /device:CPU:0
-  """
-  if colocate_with is not None:
-    if isinstance(colocate_with, (tf.Variable, tf.Tensor, tf.Operation)):
-      return _tf_private.colocate_with(colocate_with)
-    return tf.device(colocate_with.device)
-  if not clear_scopes:
-    return tf.device(device)
-  return _only_on(device)
-
-
-@contextlib.contextmanager
-def _only_on(device: Any) -> Iterator[None]:
-  # A device function (a parameter-server strategy's placer) needs the v1
-  # tf.device, which accepts one in a graph.
-  scope = tf.compat.v1.device if callable(device) else tf.device
-  with _tf_private.colocate_with(None, ignore_existing=True):
-    with scope(device):
-      yield
 
 
 def _type_and_index(device: str) -> tuple[str, int]:

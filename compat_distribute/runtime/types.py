@@ -62,17 +62,11 @@ DeviceOrFunction = Union[DeviceName, Callable[[tf.Operation], DeviceName]]
 
 @runtime_checkable
 class ExtendedLike(Protocol):
-  """What the lower layers use of a strategy's ``extended``."""
-
-  _compute_devices: tuple[DeviceName, ...]
-  _default_device: Optional[DeviceName]
-  # How its replicas run (``replicas.runner``): one replica as several do,
-  # the replica context kept for the one replica otherwise, and the
-  # finished eager runs of several replicas kept for the next
-  # (``replicas.threads``).
-  _one_replica_like_many: bool
-  _single_replica_context: Optional[Any]
-  _idle_eager_runs: list[Any]
+  """What the lower layers use of a strategy's ``extended``: its devices,
+  and the strategy it belongs to for the variables it makes
+  (``variables``).  Entering its scope takes a ``runtime.context.ScopePlan``
+  and the replica layer a ``replicas.plan.ReplicaPlan``, both handed over
+  by ``extended``."""
 
   @property
   def worker_devices(self) -> Sequence[DeviceName]: ...

@@ -37,6 +37,7 @@ from compat_distribute.runtime.errors import Error
 
 from compat_distribute import _tf_private
 from compat_distribute.values import cross_device
+from compat_distribute.values import reduction
 from compat_distribute.runtime import devices as devices_lib
 from compat_distribute.api import extended as extended_lib
 from compat_distribute.variables import shared as replica_variables
@@ -216,7 +217,7 @@ class CentralStorageExtended(extended_lib.Extended):
         # Zeros sum to zeros.  (A nest may hold symbolic tensors, which
         # NumPy cannot read; TensorFlow does not look inside it either.)
         return np.zeros_like(np.asarray(value))
-      cross_device.check_reducible(reduce_op, value,
+      reduction.check_reducible(reduce_op, value,
                                    self._num_replicas_in_sync)
       if reduce_op == tf.distribute.ReduceOp.MEAN:
         return value

@@ -29,6 +29,7 @@ from compat_distribute.runtime.types import ReduceOpLike
 from compat_distribute.runtime.types import ReduceOptions
 from compat_distribute.runtime.types import ReplicaFn
 from compat_distribute.runtime.types import StrategyLike
+from compat_distribute.variables import placement
 
 
 class OneDeviceExtended(extended_lib.Extended):
@@ -46,8 +47,8 @@ class OneDeviceExtended(extended_lib.Extended):
 
   def _create_variable(self, next_creator: Creator,
                        **kwargs: Any) -> tf.Variable:
-    with devices_lib.variable_placement(kwargs.pop("colocate_with", None),
-                                        self._device, clear_scopes=False):
+    with placement.variable_placement(kwargs.pop("colocate_with", None),
+                                      self._device, clear_scopes=False):
       return next_creator(**kwargs)
 
   def _reduce_to(self, reduce_op: ReduceOpLike, value: Nest,
@@ -97,7 +98,8 @@ class OneDeviceMethods:
 # TensorFlow's class comes last among the bases, for type identity only:
 # ``isinstance(s, tf.distribute.OneDeviceStrategy)`` holds, as code such as
 # tf_keras' mixed precision checks, while every method it defines is
-# overridden by ours (tests/test_layout.py checks that none of its code runs).
+# overridden by ours (tests/project/test_layout.py checks that none of its
+# code runs).
 class OneDeviceStrategy(OneDeviceMethods, strategy_lib.Strategy,
                         tf.distribute.OneDeviceStrategy):
   """Runs on a single device: variables and ``run`` on ``device``, input

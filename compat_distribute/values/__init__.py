@@ -2,6 +2,8 @@
 
 * ``distributed``: ``PerReplica`` and ``Mirrored``, their ``TypeSpec``,
   selecting a replica's part and regrouping replicas' results;
-* ``reduce``: checking ``reduce_op`` and ``axis`` arguments;
-* ``cross_device``: reducing, gathering and broadcasting across devices.
+* ``reduction``: reduction's argument checks and what it computes (SUM,
+  MEAN across replicas, and along an axis for ``Strategy.reduce``);
+* ``cross_device``: moving values for a reduction, a gather or a broadcast
+  across devices (to one device and out, or by collective ops).
 """

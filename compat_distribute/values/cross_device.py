@@ -1,5 +1,9 @@
 """Cross-device reduction: two implementations behind one interface.
 
+What a reduction computes (SUM, MEAN, ``IndexedSlices`` concatenated) and
+its argument checks are ``reduction``'s; this module moves the values: to
+one device and back out to the destinations, or by collective ops.
+
 ``reduce``, ``batch_reduce``, ``gather`` and ``broadcast`` take per-replica
 values and *destinations* -- a device string, a variable or tensor (its
 device), or a distributed value (the devices of its parts) -- and return a
@@ -45,6 +49,7 @@ import tensorflow as tf
 from compat_distribute import _tf_private
 from compat_distribute.runtime import devices as devices_lib
 from compat_distribute.values import distributed as values_lib
+from compat_distribute.values.reduction import aggregate
 from compat_distribute.runtime.types import Destinations
 from compat_distribute.runtime.types import Nest
 from compat_distribute.runtime.types import ReduceOpLike
@@ -86,18 +91,6 @@ def _canonicalize(device: str, context_key: tuple[bool, str]) -> str:
   return devices_lib.canonicalize(device)
 
 
-def check_reducible(reduce_op: ReduceOpLike, value: Nest,
-                    num_replicas: int) -> None:
-  """TensorFlow's rule for a value that is not per-replica: MEAN keeps it,
-  SUM over several replicas is ambiguous and rejected."""
-  if reduce_op == ReduceOp.SUM and num_replicas > 1:
-    raise ValueError(
-        f"Cannot reduce {value!r} with {reduce_op}: it is not a per-replica "
-        f"value, and summing one value over {num_replicas} replicas is not "
-        "defined (TensorFlow's rule). Pass the per-replica result of "
-        "`strategy.run`, or use ReduceOp.MEAN.")
-
-
 def copy_to(value: Nest, device: str) -> Nest:
   """``value`` (a tensor or IndexedSlices) copied onto ``device``."""
   with _device(device):
@@ -124,36 +117,6 @@ def broadcast(value: Nest, devices: Sequence[str], reuse: bool = True) -> Nest:
       copies.append(copy_to(value, device))
     used.add(device)
   return copies[0] if len(copies) == 1 else values_lib.Mirrored(copies)
-
-
-def aggregate(values: Sequence[Nest], reduce_op: ReduceOpLike) -> Nest:
-  """SUM or MEAN of one value per replica, on the current device."""
-  if any(isinstance(v, tf.IndexedSlices) for v in values):
-    total = _concat_slices(values)
-  else:
-    total = tf.math.add_n(list(values)) if len(values) > 1 else tf.identity(
-        values[0])
-  if reduce_op == ReduceOp.MEAN:
-    n = len(values)
-    if isinstance(total, tf.IndexedSlices):
-      return tf.IndexedSlices(total.values / n, total.indices,
-                              total.dense_shape)
-    return total / n
-  return total
-
-
-def _concat_slices(values: Sequence[Nest]) -> Nest:
-  if len(values) == 1:
-    return values[0]
-  if any(not isinstance(v, tf.IndexedSlices) for v in values):
-    return tf.math.add_n([tf.convert_to_tensor(v) for v in values])
-  index_dtypes = {v.indices.dtype for v in values}
-  cast = tf.int64 if len(index_dtypes) > 1 else None
-  return tf.IndexedSlices(
-      tf.concat([v.values for v in values], axis=0),
-      tf.concat([tf.cast(v.indices, cast) if cast else v.indices
-                 for v in values], axis=0),
-      values[0].dense_shape)
 
 
 def _single_in_place(value: Nest, devices: Sequence[str]) -> bool:

@@ -23,11 +23,11 @@ from typing import Any, Optional
 
 import tensorflow as tf
 
-from compat_distribute.runtime import devices
 from compat_distribute.runtime.errors import Error
 from compat_distribute.runtime.types import Creator
 from compat_distribute.runtime.types import DeviceOrFunction
 from compat_distribute.runtime.types import ExtendedLike
+from compat_distribute.variables import placement as placement_lib
 from compat_distribute.variables.aggregating import AggregatingVariable
 
 _Aggregation = tf.VariableAggregation
@@ -62,7 +62,7 @@ def create_central_variable(extended: ExtendedLike, next_creator: Creator,
   Raises:
     ValueError: ``aggregation`` is not a ``tf.VariableAggregation``.
   """
-  placement = devices.variable_placement(
+  placement = placement_lib.variable_placement(
       kwargs.pop("colocate_with", None),
       extended.parameter_devices[0] if device is None else device,
       clear_scopes=True)

@@ -1,0 +1,71 @@
+"""The only door to TensorFlow's private names.
+
+Every other module reaches TensorFlow through public ``tf.*``, through the
+helpers here, or through the sibling ``_tf_compat`` (``tf.__internal__`` and
+public names that differ between versions), so that a TensorFlow upgrade
+that moves one of these names breaks only this package.  Callers import the
+package (``from compat_distribute import _tf_private``) and use its names;
+the helpers live in one module per topic, whose docstring lists each private
+name it uses, why, and on which TensorFlow versions it is there:
+
+* ``scopes``: the calling thread's graph state -- the strategy stack, the
+  variable creators, control dependencies and control flow, the summary
+  state;
+* ``devices``: device scopes -- the current device, the eager context's
+  device scope entered cheaply, colocation, eager mode, logical devices;
+* ``functions``: functions, tapes and types -- AutoGraph's do-not-convert
+  rule and ``enumerate``, a ``tf.function``'s clone, gradient tapes paused,
+  eager tensors, ``TypeSpec`` names, TPU systems, the Keras dataset marker;
+* ``estimator``: what Estimator needs of TensorFlow 2.16+.
+
+Each name is present on every supported TensorFlow, 2.12 to 2.22 (checked
+again on 2.22.0rc0 and on the 2.23 nightly 2.23.0.dev20261026, with the
+signature it has on 2.21).
+
+>>> from compat_distribute import _tf_private
+>>> with tf.device("/cpu:0"):
+...   _tf_private.current_device()
+'/job:localhost/replica:0/task:0/device:CPU:0'
+"""
+from __future__ import annotations
+
+import tensorflow as tf
+
+# Refuses an unsupported TensorFlow before any private name is looked up.
+from compat_distribute import _tf_compat  # pylint: disable=unused-import
+from compat_distribute._tf_private.devices import colocate_with
+from compat_distribute._tf_private.devices import current_device
+from compat_distribute._tf_private.devices import device
+from compat_distribute._tf_private.devices import eager_device_state
+from compat_distribute._tf_private.devices import eager_mode
+from compat_distribute._tf_private.devices import enter_eager_device
+from compat_distribute._tf_private.devices import exit_eager_device
+from compat_distribute._tf_private.devices import list_logical_devices
+from compat_distribute._tf_private.devices import set_eager_device_state
+from compat_distribute._tf_private.estimator import ESTIMATOR_MODULES
+from compat_distribute._tf_private.estimator import distribute_coordinator
+from compat_distribute._tf_private.estimator import has_estimator_api
+from compat_distribute._tf_private.estimator import has_module
+from compat_distribute._tf_private.estimator import keras_state
+from compat_distribute._tf_private.estimator import register_estimator_api
+from compat_distribute._tf_private.estimator import register_module
+from compat_distribute._tf_private.estimator import unregister_estimator_api
+from compat_distribute._tf_private.estimator import unregister_module
+from compat_distribute._tf_private.functions import EagerTensor
+from compat_distribute._tf_private.functions import KerasDistributedDatasetMarker
+from compat_distribute._tf_private.functions import clone_function
+from compat_distribute._tf_private.functions import forbid_autograph_enumerate
+from compat_distribute._tf_private.functions import initialized_tpu_systems
+from compat_distribute._tf_private.functions import register_type_spec
+from compat_distribute._tf_private.functions import stop_recording
+from compat_distribute._tf_private.scopes import control_flow_context
+from compat_distribute._tf_private.scopes import current_control_dependencies
+from compat_distribute._tf_private.scopes import pop_variable_creator
+from compat_distribute._tf_private.scopes import push_variable_creator
+from compat_distribute._tf_private.scopes import set_strategy_stack
+from compat_distribute._tf_private.scopes import set_variable_creator_stack
+from compat_distribute._tf_private.scopes import strategy_stack
+from compat_distribute._tf_private.scopes import strategy_stack_of
+from compat_distribute._tf_private.scopes import summary_state
+from compat_distribute._tf_private.scopes import variable_creator_stack
+from compat_distribute._tf_private.scopes import variable_creators
