@@ -620,4 +620,18 @@ def _sum_and_count_along(value: Nest, axis: Axis
 
 class Strategy(strategy_iterators.IteratorMethods, StrategyMethods,
                tf.distribute.Strategy):
-  """Base class of the TF2 (``compat_distribute.v2``) strategies."""
+  """Base class of the TF2 (``compat_distribute.v2``) strategies.
+
+  Make a concrete one (``OneDeviceStrategy``,
+  ``experimental.CentralStorageStrategy``); every one is also a
+  ``tf.distribute.Strategy``, so Keras and ``tf.train.Checkpoint`` accept it.
+
+  Example:
+    >>> import tensorflow as tf
+    >>> from compat_distribute import v2 as distribute
+    >>> strategy = distribute.OneDeviceStrategy("/cpu:0")
+    >>> isinstance(strategy, distribute.Strategy)
+    True
+    >>> isinstance(strategy, tf.distribute.Strategy)
+    True
+  """

@@ -109,5 +109,15 @@ class StrategyV1(StrategyV1Methods, strategy_iterators.IteratorMethods,
                tf.compat.v1.distribute.Strategy):
   """Base class of the v1 (``compat_distribute.v1``) strategies.
 
-  Concrete strategies pass their ``Extended`` to ``__init__``.
+  Concrete strategies pass their ``Extended`` to ``__init__``; every one is
+  also a ``tf.compat.v1.distribute.Strategy``.
+
+  Example:
+    >>> import tensorflow as tf
+    >>> from compat_distribute import v1 as distribute
+    >>> strategy = distribute.OneDeviceStrategy("/cpu:0")
+    >>> isinstance(strategy, distribute.Strategy)
+    True
+    >>> isinstance(strategy, tf.compat.v1.distribute.Strategy)
+    True
   """

@@ -235,6 +235,17 @@ class ParameterServerStrategyV1(
   Raises:
     ValueError: a malformed ``TF_CONFIG`` or cluster (see
       ``compat_distribute.cluster.check_tf_config``).
+
+  Example:
+    Without ``TF_CONFIG`` (and without a resolver) the strategy uses this
+    machine alone: one replica, and the variables on its CPU.
+
+    >>> from compat_distribute import v1 as distribute
+    >>> strategy = distribute.experimental.ParameterServerStrategy()
+    >>> strategy.num_replicas_in_sync
+    1
+    >>> strategy.extended.parameter_devices
+    ('/job:localhost/replica:0/task:0/device:CPU:0',)
   """
 
   def __init__(self, cluster_resolver: Any = None) -> None:

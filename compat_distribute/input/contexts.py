@@ -53,6 +53,20 @@ class InputContext(tf.distribute.InputContext):
     input_pipeline_id: which of them this call builds, in
       ``[0, num_input_pipelines)``.
     num_replicas_in_sync: how many replicas consume batches each step.
+
+  Raises:
+    ValueError: a count below 1, or ``input_pipeline_id`` out of range.
+
+  Example:
+    ``distribute_datasets_from_function`` passes one to ``dataset_fn``; it
+    can also be made directly, e.g. to test an input function:
+
+    >>> from compat_distribute import v2 as distribute
+    >>> context = distribute.InputContext(num_replicas_in_sync=4)
+    >>> context.get_per_replica_batch_size(global_batch_size=32)
+    8
+    >>> context.input_pipeline_id, context.num_input_pipelines
+    (0, 1)
   """
 
   def __init__(self, num_input_pipelines: int = 1,  # pylint: disable=super-init-not-called
@@ -114,6 +128,20 @@ class ValueContext(tf.distribute.experimental.ValueContext):
   Args:
     replica_id_in_sync_group: the replica, in ``[0, num_replicas_in_sync)``.
     num_replicas_in_sync: how many replicas there are.
+
+  Raises:
+    ValueError: a count below 1, or ``replica_id_in_sync_group`` out of
+      range.
+
+  Example:
+    ``experimental_distribute_values_from_function`` passes one per
+    replica to ``value_fn``:
+
+    >>> from compat_distribute import v2 as distribute
+    >>> context = distribute.experimental.ValueContext(
+    ...     replica_id_in_sync_group=1, num_replicas_in_sync=2)
+    >>> context.replica_id_in_sync_group, context.num_replicas_in_sync
+    (1, 2)
   """
 
   def __init__(self, replica_id_in_sync_group: int = 0,  # pylint: disable=super-init-not-called
