@@ -297,7 +297,24 @@ class ParameterServerStrategyV1(
           "ClusterCoordinator (TensorFlow's own).")
 
   def scope(self) -> Any:
-    """``Strategy.scope``; graph mode only (as TensorFlow's)."""
+    """``Strategy.scope``; graph mode only (as TensorFlow's).
+
+    Returns:
+      The context manager; variables made in it go to the ``ps`` tasks.
+
+    Raises:
+      NotImplementedError: eager execution is on.
+
+    Example:
+      >>> import tensorflow as tf
+      >>> from compat_distribute import v1 as distribute
+      >>> with tf.Graph().as_default():
+      ...   strategy = distribute.experimental.ParameterServerStrategy()
+      ...   with strategy.scope():
+      ...     bias = tf.compat.v1.get_variable("bias", initializer=0.5)
+      ...   print(bias.device.split("/")[-1])
+      device:CPU:0
+    """
     self._refuse_eager("scope()")
     return super().scope()
 
@@ -316,6 +333,29 @@ class ParameterServerStrategyV1(
 
   def run(self, fn: Callable[..., Any], args: Any = (),
           kwargs: Optional[dict] = None, options: Any = None) -> Any:
-    """``Strategy.run``; graph mode only.  Returns the results."""
+    """``Strategy.run``; graph mode only.
+
+    Args:
+      fn: the function each replica runs.
+      args: positional arguments of ``fn``, a tuple or list.
+      kwargs: keyword arguments of ``fn``, a dict or None.
+      options: accepted for TensorFlow's signature and ignored.
+
+    Returns:
+      The replicas' results (TensorFlow's returns None).
+
+    Raises:
+      NotImplementedError: eager execution is on.
+
+    Example:
+      >>> import tensorflow as tf
+      >>> from compat_distribute import v1 as distribute
+      >>> with tf.Graph().as_default():
+      ...   strategy = distribute.experimental.ParameterServerStrategy()
+      ...   doubled = strategy.run(lambda x: 2 * x, args=(tf.constant(21),))
+      ...   with tf.compat.v1.Session() as session:
+      ...     print(session.run(doubled))
+      42
+    """
     self._refuse_eager("run()")
     return super().run(fn, args=args, kwargs=kwargs, options=options)
