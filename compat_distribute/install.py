@@ -312,7 +312,7 @@ def install() -> Installation:
   Raises:
     ImportError: one of the shim's classes is missing; nothing was changed.
 
-  Example:
+  Examples:
     >>> import tensorflow as tf
     >>> import compat_distribute
     >>> with compat_distribute.install():
@@ -375,7 +375,7 @@ def uninstall() -> None:
 
   Does nothing if the shim is not installed.
 
-  Example:
+  Examples:
     >>> import tensorflow as tf
     >>> import compat_distribute
     >>> _ = compat_distribute.install()

@@ -55,7 +55,7 @@ class Extended(extended_v1.ExtendedV1Methods,
   replicas and the variables are, and the lower-level reduce, broadcast and
   update methods.
 
-  Example:
+  Examples:
     >>> import tensorflow as tf
     >>> from compat_distribute import v2 as distribute
     >>> strategy = distribute.experimental.CentralStorageStrategy(

@@ -56,7 +56,7 @@ class IteratorMethods:
       TypeError: ``dataset`` is not a ``tf.data.Dataset`` (the error is also
         the ``AttributeError`` TensorFlow raises).
 
-    Example:
+    Examples:
       >>> import tensorflow as tf
       >>> from compat_distribute import v1 as distribute
       >>> strategy = distribute.experimental.CentralStorageStrategy(
@@ -99,7 +99,7 @@ class IteratorMethods:
       ValueError: another ``replication_mode``.
       TypeError: ``input_fn`` is not callable.
 
-    Example:
+    Examples:
       >>> import tensorflow as tf
       >>> from compat_distribute import v1 as distribute
       >>> strategy = distribute.experimental.CentralStorageStrategy(
@@ -151,7 +151,7 @@ class IteratorMethods:
         iterator, or ``input_iterator`` has no ``get_next`` (this error is
         also TensorFlow's ``AttributeError``).
 
-    Example:
+    Examples:
       >>> import tensorflow as tf
       >>> from compat_distribute import v1 as distribute
       >>> strategy = distribute.experimental.CentralStorageStrategy(

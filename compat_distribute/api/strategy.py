@@ -77,7 +77,7 @@ class StrategyMethods:
     Raises:
       TypeError: ``config_proto`` is not a ``tf.compat.v1.ConfigProto``.
 
-    Example:
+    Examples:
       >>> import tensorflow as tf
       >>> from compat_distribute import v1 as distribute
       >>> strategy = distribute.experimental.CentralStorageStrategy(
@@ -169,7 +169,7 @@ class StrategyMethods:
     Returns:
       The context manager; ``with`` gives the strategy.
 
-    Example:
+    Examples:
       >>> import tensorflow as tf
       >>> from compat_distribute import v2 as distribute
       >>> strategy = distribute.OneDeviceStrategy("/cpu:0")
@@ -209,7 +209,7 @@ class StrategyMethods:
       TypeError: ``fn`` is not callable, or ``kwargs`` is not a dict.
       ValueError: ``args`` is not a list or tuple.
 
-    Example:
+    Examples:
       >>> import tensorflow as tf
       >>> from compat_distribute import v2 as distribute
       >>> strategy = distribute.experimental.CentralStorageStrategy(
@@ -305,7 +305,7 @@ class StrategyMethods:
       ValueError: ``value`` was made by a strategy with another number of
         replicas, or ``axis`` is out of range.
 
-    Example:
+    Examples:
       >>> import tensorflow as tf
       >>> from compat_distribute import v2 as distribute
       >>> strategy = distribute.experimental.CentralStorageStrategy(
@@ -363,7 +363,7 @@ class StrategyMethods:
       One entry per replica, in replica order; ``(value,)`` for a plain
       value.
 
-    Example:
+    Examples:
       >>> import tensorflow as tf
       >>> from compat_distribute import v2 as distribute
       >>> strategy = distribute.experimental.CentralStorageStrategy(
@@ -395,7 +395,7 @@ class StrategyMethods:
         ``tf.distribute.get_replica_context().all_gather`` there.
       NotImplementedError: ``value`` is a ``tf.IndexedSlices``.
 
-    Example:
+    Examples:
       >>> import tensorflow as tf
       >>> from compat_distribute import v2 as distribute
       >>> strategy = distribute.experimental.CentralStorageStrategy(
@@ -438,7 +438,7 @@ class StrategyMethods:
       A ``tf.distribute.DistributedDataset``: iterate over it (in Python or
       in a ``tf.function``) to get per-replica batches for ``run``.
 
-    Example:
+    Examples:
       >>> import tensorflow as tf
       >>> from compat_distribute import v2 as distribute
       >>> strategy = distribute.experimental.CentralStorageStrategy(
@@ -473,7 +473,7 @@ class StrategyMethods:
     Returns:
       A ``tf.distribute.DistributedDataset`` of per-replica batches.
 
-    Example:
+    Examples:
       >>> import tensorflow as tf
       >>> from compat_distribute import v2 as distribute
       >>> strategy = distribute.experimental.CentralStorageStrategy(
@@ -510,7 +510,7 @@ class StrategyMethods:
     Returns:
       Per-replica values (the plain value with one replica).
 
-    Example:
+    Examples:
       >>> import tensorflow as tf
       >>> from compat_distribute import v2 as distribute
       >>> strategy = distribute.experimental.CentralStorageStrategy(
@@ -535,7 +535,7 @@ class StrategyMethods:
     Returns:
       A ``tf.data.Dataset`` with one element per row.
 
-    Example:
+    Examples:
       >>> import numpy as np
       >>> import tensorflow as tf
       >>> from compat_distribute import v2 as distribute
@@ -626,7 +626,7 @@ class Strategy(strategy_iterators.IteratorMethods, StrategyMethods,
   ``experimental.CentralStorageStrategy``); every one is also a
   ``tf.distribute.Strategy``, so Keras and ``tf.train.Checkpoint`` accept it.
 
-  Example:
+  Examples:
     >>> import tensorflow as tf
     >>> from compat_distribute import v2 as distribute
     >>> strategy = distribute.OneDeviceStrategy("/cpu:0")

@@ -54,7 +54,7 @@ class StrategyV1Methods:
     Returns:
       A ``tf.data.Dataset`` with one element per row.
 
-    Example:
+    Examples:
       >>> import numpy as np
       >>> import tensorflow as tf
       >>> from compat_distribute import v1 as distribute
@@ -92,7 +92,7 @@ class StrategyV1Methods:
       ValueError: ``value`` comes from a strategy with another number of
         replicas, or ``axis`` is out of range.
 
-    Example:
+    Examples:
       >>> import tensorflow as tf
       >>> from compat_distribute import v1 as distribute
       >>> strategy = distribute.experimental.CentralStorageStrategy(
@@ -112,7 +112,7 @@ class StrategyV1(StrategyV1Methods, strategy_iterators.IteratorMethods,
   Concrete strategies pass their ``Extended`` to ``__init__``; every one is
   also a ``tf.compat.v1.distribute.Strategy``.
 
-  Example:
+  Examples:
     >>> import tensorflow as tf
     >>> from compat_distribute import v1 as distribute
     >>> strategy = distribute.OneDeviceStrategy("/cpu:0")

@@ -208,7 +208,7 @@ class CentralStorageStrategy(
     TaskUnavailableError: a cluster task did not accept connections within
       ``COMPAT_DISTRIBUTE_CLUSTER_WAIT`` seconds (named, with its address).
 
-  Example:
+  Examples:
     Two replicas on two CPU devices of this machine (a process makes them
     with ``tf.config.set_logical_device_configuration`` before TensorFlow
     starts); the variable has one copy, on the CPU, and the replicas'
@@ -259,7 +259,7 @@ class CentralStorageStrategyV1(
     ValueError: ``compute_devices`` is empty or names a device twice, or
       devices and a resolver are given together.
 
-  Example:
+  Examples:
     A TF1 graph program: the iterator and the replicas' results are graph
     tensors that a session runs, with the strategy's session config.
 

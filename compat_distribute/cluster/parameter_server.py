@@ -236,7 +236,7 @@ class ParameterServerStrategyV1(
     ValueError: a malformed ``TF_CONFIG`` or cluster (see
       ``compat_distribute.cluster.check_tf_config``).
 
-  Example:
+  Examples:
     Without ``TF_CONFIG`` (and without a resolver) the strategy uses this
     machine alone: one replica, and the variables on its CPU.
 
@@ -305,7 +305,7 @@ class ParameterServerStrategyV1(
     Raises:
       NotImplementedError: eager execution is on.
 
-    Example:
+    Examples:
       >>> import tensorflow as tf
       >>> from compat_distribute import v1 as distribute
       >>> with tf.Graph().as_default():
@@ -347,7 +347,7 @@ class ParameterServerStrategyV1(
     Raises:
       NotImplementedError: eager execution is on.
 
-    Example:
+    Examples:
       >>> import tensorflow as tf
       >>> from compat_distribute import v1 as distribute
       >>> with tf.Graph().as_default():

@@ -57,7 +57,7 @@ class InputContext(tf.distribute.InputContext):
   Raises:
     ValueError: a count below 1, or ``input_pipeline_id`` out of range.
 
-  Example:
+  Examples:
     ``distribute_datasets_from_function`` passes one to ``dataset_fn``; it
     can also be made directly, e.g. to test an input function:
 
@@ -133,7 +133,7 @@ class ValueContext(tf.distribute.experimental.ValueContext):
     ValueError: a count below 1, or ``replica_id_in_sync_group`` out of
       range.
 
-  Example:
+  Examples:
     ``experimental_distribute_values_from_function`` passes one per
     replica to ``value_fn``:
 

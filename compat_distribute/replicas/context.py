@@ -37,7 +37,7 @@ class ReplicaContext(tf.distribute.ReplicaContext,
   The single-replica behaviour lives here; several replicas use a subclass
   whose ``_merge_call`` synchronises the replica threads.
 
-  Example:
+  Examples:
     Inside ``run``, ``tf.distribute.get_replica_context()`` returns it:
 
     >>> import tensorflow as tf

@@ -350,7 +350,7 @@ def get_cross_replica_context() -> Any:
     The strategy whose ``scope()`` is current, or None (outside every
     scope, or in replica context inside ``run``).
 
-  Example:
+  Examples:
     >>> from compat_distribute import v2 as distribute
     >>> strategy = distribute.OneDeviceStrategy("/cpu:0")
     >>> distribute.get_cross_replica_context() is None

@@ -26,7 +26,7 @@ class Error(Exception):
   can re-raise an error of these classes (with the user's source location)
   when it is raised inside a ``tf.function``.
 
-  Example:
+  Examples:
     >>> import compat_distribute
     >>> from compat_distribute import v2 as distribute
     >>> try:

@@ -232,7 +232,7 @@ def auto_strategy() -> tf.distribute.Strategy:
       runtime had already started (as TensorFlow's ``auto_strategy``):
       call it before anything lists devices or runs an op.
 
-  Example:
+  Examples:
     On a machine without GPUs (and no ``TF_CONFIG``), ours on the CPU:
 
     >>> from compat_distribute import v2 as distribute

@@ -110,7 +110,7 @@ class OneDeviceStrategy(OneDeviceMethods, strategy_lib.Strategy,
   Raises:
     TypeError: ``device`` is not a string (or a ``tf.DeviceSpec``).
 
-  Example:
+  Examples:
     >>> import tensorflow as tf
     >>> from compat_distribute import v2 as distribute
     >>> strategy = distribute.OneDeviceStrategy("/cpu:0")
@@ -143,7 +143,7 @@ class OneDeviceStrategyV1(OneDeviceMethods, strategy_v1.StrategyV1,
   Raises:
     TypeError: ``device`` is not a string (or a ``tf.DeviceSpec``).
 
-  Example:
+  Examples:
     >>> import tensorflow as tf
     >>> from compat_distribute import v1 as distribute
     >>> with tf.Graph().as_default():
