@@ -320,14 +320,69 @@ class ParameterServerStrategyV1(
 
   def experimental_distribute_dataset(self, dataset: Any,
                                       options: Any = None) -> Any:
-    """``Strategy.experimental_distribute_dataset``; graph mode only."""
+    """``Strategy.experimental_distribute_dataset``; graph mode only.
+
+    Args:
+      dataset: a ``tf.data.Dataset`` whose elements are global batches.
+      options: a ``tf.distribute.InputOptions``, or None for the defaults.
+
+    Returns:
+      A distributed dataset; make its iterator with
+      ``tf.compat.v1.data.make_initializable_iterator``.
+
+    Raises:
+      NotImplementedError: eager execution is on.
+
+    Examples:
+      >>> import tensorflow as tf
+      >>> from compat_distribute import v1 as distribute
+      >>> with tf.Graph().as_default():
+      ...   strategy = distribute.experimental.ParameterServerStrategy()
+      ...   batches = strategy.experimental_distribute_dataset(
+      ...       tf.data.Dataset.range(6).batch(3))
+      ...   iterator = tf.compat.v1.data.make_initializable_iterator(batches)
+      ...   batch = iterator.get_next()
+      ...   with tf.compat.v1.Session() as session:
+      ...     session.run(iterator.initializer)
+      ...     print(session.run(batch).tolist())
+      [0, 1, 2]
+    """
     self._refuse_eager("experimental_distribute_dataset()")
     return super().experimental_distribute_dataset(dataset, options)
 
   def distribute_datasets_from_function(self, dataset_fn: Callable[..., Any],
                                         options: Any = None) -> Any:
     """``Strategy.distribute_datasets_from_function``; graph mode only.
-    ``dataset_fn`` gets this worker's ``InputContext``."""
+    ``dataset_fn`` gets this worker's ``InputContext``.
+
+    Args:
+      dataset_fn: a function of an ``InputContext`` returning a
+        ``tf.data.Dataset`` of per-replica batches.
+      options: a ``tf.distribute.InputOptions``, or None for the defaults.
+
+    Returns:
+      A distributed dataset; make its iterator with
+      ``tf.compat.v1.data.make_initializable_iterator``.
+
+    Raises:
+      NotImplementedError: eager execution is on.
+
+    Examples:
+      >>> import tensorflow as tf
+      >>> from compat_distribute import v1 as distribute
+      >>> def dataset_fn(context):
+      ...   return tf.data.Dataset.range(10).shard(
+      ...       context.num_input_pipelines, context.input_pipeline_id).batch(2)
+      >>> with tf.Graph().as_default():
+      ...   strategy = distribute.experimental.ParameterServerStrategy()
+      ...   batches = strategy.distribute_datasets_from_function(dataset_fn)
+      ...   iterator = tf.compat.v1.data.make_initializable_iterator(batches)
+      ...   batch = iterator.get_next()
+      ...   with tf.compat.v1.Session() as session:
+      ...     session.run(iterator.initializer)
+      ...     print(session.run(batch).tolist())
+      [0, 1]
+    """
     self._refuse_eager("distribute_datasets_from_function()")
     return super().distribute_datasets_from_function(dataset_fn, options)
 
