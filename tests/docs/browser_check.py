@@ -77,9 +77,9 @@ def _serve(root: pathlib.Path) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def site() -> site_support.BuiltSite:
+def site(request) -> site_support.BuiltSite:
   _require_browser()  # before the build, so a missing browser fails fast
-  return site_support.build_site(site_support.site_dir())
+  return request.getfixturevalue("built_site")  # conftest.py: once per run
 
 
 @pytest.fixture(scope="module")
