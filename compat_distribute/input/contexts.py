@@ -99,12 +99,21 @@ class InputContext(tf.distribute.InputContext):
   def get_per_replica_batch_size(self, global_batch_size: int) -> int:
     """The batch size each replica gets out of ``global_batch_size``.
 
-    >>> InputContext(num_replicas_in_sync=2).get_per_replica_batch_size(8)
-    4
+    Args:
+      global_batch_size: the batch size of one step over all replicas.
+
+    Returns:
+      ``global_batch_size // num_replicas_in_sync``.
 
     Raises:
       ValueError: ``global_batch_size`` is not a multiple of
         ``num_replicas_in_sync``.
+
+    Examples:
+      >>> from compat_distribute import v2 as distribute
+      >>> distribute.InputContext(
+      ...     num_replicas_in_sync=2).get_per_replica_batch_size(8)
+      4
     """
     if global_batch_size % self._num_replicas_in_sync != 0:
       raise ValueError(
