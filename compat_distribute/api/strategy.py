@@ -291,8 +291,9 @@ class StrategyMethods:
     Args:
       reduce_op: ``tf.distribute.ReduceOp.SUM`` or ``MEAN`` (or the
         strings ``"SUM"``, ``"MEAN"``).
-      value: per-replica values (a nest of them), or a plain value, which
-        counts as the same value on every replica.
+      value: per-replica values (a nest of them); a plain value only with
+        MEAN or with one replica (summing one value over several replicas
+        is not defined).
       axis: also reduce each replica's tensor along this axis; None reduces
         across replicas only.
 
@@ -303,7 +304,8 @@ class StrategyMethods:
       RuntimeError: called in replica context (inside ``run``); use
         ``tf.distribute.get_replica_context().all_reduce`` there.
       ValueError: ``value`` was made by a strategy with another number of
-        replicas, or ``axis`` is out of range.
+        replicas, or is a plain value to SUM over several replicas.
+      TypeError: ``axis`` is not None or an integer.
 
     Examples:
       >>> import tensorflow as tf

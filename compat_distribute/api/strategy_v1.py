@@ -81,7 +81,8 @@ class StrategyV1Methods:
     Args:
       reduce_op: ``tf.distribute.ReduceOp.SUM`` or ``MEAN`` (or the
         strings ``"SUM"``, ``"MEAN"``).
-      value: per-replica values (a nest of them), or a plain value.
+      value: per-replica values (a nest of them); a plain value only with
+        MEAN or with one replica.
       axis: also reduce each replica's tensor along this axis.
 
     Returns:
@@ -90,7 +91,8 @@ class StrategyV1Methods:
     Raises:
       RuntimeError: called in replica context.
       ValueError: ``value`` comes from a strategy with another number of
-        replicas, or ``axis`` is out of range.
+        replicas, or is a plain value to SUM over several replicas.
+      TypeError: ``axis`` is not None or an integer.
 
     Examples:
       >>> import tensorflow as tf

@@ -55,6 +55,7 @@ class InputContext(tf.distribute.InputContext):
     num_replicas_in_sync: how many replicas consume batches each step.
 
   Raises:
+    TypeError: an argument that is not an integer.
     ValueError: a count below 1, or ``input_pipeline_id`` out of range.
 
   Examples:
@@ -139,6 +140,7 @@ class ValueContext(tf.distribute.experimental.ValueContext):
     num_replicas_in_sync: how many replicas there are.
 
   Raises:
+    TypeError: an argument that is not an integer.
     ValueError: a count below 1, or ``replica_id_in_sync_group`` out of
       range.
 

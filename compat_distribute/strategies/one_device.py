@@ -108,7 +108,8 @@ class OneDeviceStrategy(OneDeviceMethods, strategy_lib.Strategy,
       ``"/gpu:0"``.
 
   Raises:
-    TypeError: ``device`` is not a string (or a ``tf.DeviceSpec``).
+    TypeError: ``device`` is not a string (for a ``tf.DeviceSpec``, pass
+      ``spec.to_string()``).
 
   Examples:
     >>> import tensorflow as tf
@@ -141,7 +142,8 @@ class OneDeviceStrategyV1(OneDeviceMethods, strategy_v1.StrategyV1,
     device: where everything runs, e.g. ``"/cpu:0"`` or ``"/gpu:0"``.
 
   Raises:
-    TypeError: ``device`` is not a string (or a ``tf.DeviceSpec``).
+    TypeError: ``device`` is not a string (for a ``tf.DeviceSpec``, pass
+      ``spec.to_string()``).
 
   Examples:
     >>> import tensorflow as tf
