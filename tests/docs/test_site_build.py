@@ -14,8 +14,8 @@ import pathlib
 import re
 
 import pytest
-import yaml
 
+from site_support import INSTALL_HINT
 from site_support import ROOT
 
 DOCS = ROOT / "docs"
@@ -97,6 +97,11 @@ def _nav_files(entries) -> list[str]:
 
 
 def _config() -> dict:
+  try:
+    import yaml  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    pytest.fail(f"PyYAML (installed with mkdocs) is missing; {INSTALL_HINT}.",
+                pytrace=False)
   return yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
 
 
