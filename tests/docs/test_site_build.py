@@ -48,7 +48,7 @@ MAIN_METHODS = [
 # CentralStorageStrategy) while its v1 pages list them.
 HIDDEN_IN_V2 = [
     "make_dataset_iterator", "make_input_fn_iterator", "experimental_run",
-    "update_config_proto", "configure", "unwrap",
+    "update_config_proto", "configure", "unwrap", "experimental_run_v2",
 ]
 # Pages whose directive names the defining object: griffe reads
 # ``compat_distribute.install`` as the submodule, which the function of that
@@ -191,7 +191,9 @@ def test_deprecated_members_come_after_the_current_ones(built_site, page):
   deprecated = [
       name for name, section in sections.items()
       if re.search(r'class="doc doc-contents[^"]*">\s*<p>Deprecated', section)]
-  assert len(deprecated) >= 2, page  # experimental_run_v2 at least, and more
+  # v2: experimental_distribute_datasets_from_function; v1 also
+  # experimental_run_v2, experimental_run, configure, unwrap, ...
+  assert len(deprecated) >= (1 if page.startswith("v2/") else 4), page
   order = list(sections)
   first_deprecated = min(order.index(name) for name in deprecated)
   current_after = [name for name in order[first_deprecated:]
