@@ -148,6 +148,13 @@ def test_strategy_page_shows_signature_example_and_navigation(
   active = driver.find_element(By.CSS_SELECTOR, "a.md-nav__link--active")
   assert active.get_attribute("href").endswith(PAGES[facade])
   _screenshot(driver, site, f"{facade}-CentralStorageStrategy")
+  # The example, scrolled into view: on screen, not only in the page.
+  driver.execute_script("arguments[0].scrollIntoView({block: 'center'});",
+                        examples[0])
+  top = driver.execute_script(
+      "return arguments[0].getBoundingClientRect().top;", examples[0])
+  assert 0 <= top < driver.execute_script("return window.innerHeight;")
+  _screenshot(driver, site, f"{facade}-CentralStorageStrategy-example")
 
 
 def test_search_finds_experimental_distribute_dataset(browser, site):
