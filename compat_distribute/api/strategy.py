@@ -66,6 +66,25 @@ class StrategyMethods:
     every device the strategy uses (e.g. ``{"CPU": 4}`` for ``/cpu:3``);
     ``CentralStorageStrategy`` also sets ``isolate_session_state``, as
     TensorFlow's does.
+
+    Args:
+      config_proto: the session configuration to start from.
+
+    Returns:
+      A new ``tf.compat.v1.ConfigProto``; pass it to
+      ``tf.compat.v1.Session(config=...)``.
+
+    Raises:
+      TypeError: ``config_proto`` is not a ``tf.compat.v1.ConfigProto``.
+
+    Examples:
+      >>> import tensorflow as tf
+      >>> from compat_distribute import v1 as distribute
+      >>> strategy = distribute.experimental.CentralStorageStrategy(
+      ...     ["/cpu:0", "/cpu:3"])
+      >>> config = strategy.update_config_proto(tf.compat.v1.ConfigProto())
+      >>> config.device_count["CPU"], config.isolate_session_state
+      (4, True)
     """
     if not isinstance(config_proto, tf.compat.v1.ConfigProto):
       raise TypeError(
@@ -144,7 +163,24 @@ class StrategyMethods:
 
     Inside it, ``tf.distribute.get_strategy()`` returns this strategy, code
     runs in cross-replica context, and new variables are placed by the
-    strategy.
+    strategy.  Leaving it, also by an exception, restores the strategy that
+    was current before.
+
+    Returns:
+      The context manager; ``with`` gives the strategy.
+
+    Examples:
+      >>> import tensorflow as tf
+      >>> from compat_distribute import v2 as distribute
+      >>> strategy = distribute.OneDeviceStrategy("/cpu:0")
+      >>> with strategy.scope():
+      ...   weight = tf.Variable(2.0)
+      ...   print(tf.distribute.get_strategy() is strategy)
+      True
+      >>> weight.device
+      '/job:localhost/replica:0/task:0/device:CPU:0'
+      >>> tf.distribute.has_strategy()
+      False
     """
     return context.StrategyScope(self)
 
@@ -152,8 +188,39 @@ class StrategyMethods:
 
   def run(self, fn: ReplicaFn, args: Sequence[Nest] = (),
           kwargs: Optional[dict] = None, options: RunOptions = None) -> Nest:
-    """Runs ``fn(*args, **kwargs)`` once per replica and returns the
-    per-replica results (a plain value with one replica)."""
+    """Runs ``fn(*args, **kwargs)`` once per replica.
+
+    Each call runs in replica context on that replica's device; a
+    per-replica argument (from a distributed dataset or an earlier ``run``)
+    gives each replica its own part, any other argument is passed to every
+    replica as it is.
+
+    Args:
+      fn: the function to run; it may be a ``tf.function``.
+      args: positional arguments of ``fn``, a tuple or list.
+      kwargs: keyword arguments of ``fn``, a dict or None.
+      options: accepted for TensorFlow's signature and ignored.
+
+    Returns:
+      What ``fn`` returns: per-replica values when there are several
+      replicas, the plain value with one.
+
+    Raises:
+      TypeError: ``fn`` is not callable, or ``kwargs`` is not a dict.
+      ValueError: ``args`` is not a list or tuple.
+
+    Examples:
+      >>> import tensorflow as tf
+      >>> from compat_distribute import v2 as distribute
+      >>> strategy = distribute.experimental.CentralStorageStrategy(
+      ...     ["/cpu:0", "/cpu:1"])
+      >>> def replica_id_plus(x):
+      ...   context = tf.distribute.get_replica_context()
+      ...   return context.replica_id_in_sync_group + x
+      >>> results = strategy.run(replica_id_plus, args=(10,))
+      >>> [int(t) for t in strategy.experimental_local_results(results)]
+      [10, 11]
+    """
     del options
     if not callable(fn):
       raise TypeError(
@@ -220,6 +287,38 @@ class StrategyMethods:
     With ``axis``, each replica's tensor is also reduced along that axis;
     MEAN then divides by the total number of elements along ``axis`` over
     all replicas, so partial batches are weighed correctly.
+
+    Args:
+      reduce_op: ``tf.distribute.ReduceOp.SUM`` or ``MEAN`` (or the
+        strings ``"SUM"``, ``"MEAN"``).
+      value: per-replica values (a nest of them); a plain value only with
+        MEAN or with one replica (summing one value over several replicas
+        is not defined).
+      axis: also reduce each replica's tensor along this axis; None reduces
+        across replicas only.
+
+    Returns:
+      The combined value, a tensor (a nest like ``value``).
+
+    Raises:
+      RuntimeError: called in replica context (inside ``run``); use
+        ``tf.distribute.get_replica_context().all_reduce`` there.
+      ValueError: ``value`` was made by a strategy with another number of
+        replicas, or is a plain value to SUM over several replicas.
+      TypeError: ``axis`` is not None or an integer.
+
+    Examples:
+      >>> import tensorflow as tf
+      >>> from compat_distribute import v2 as distribute
+      >>> strategy = distribute.experimental.CentralStorageStrategy(
+      ...     ["/cpu:0", "/cpu:1"])
+      >>> dataset = tf.data.Dataset.from_tensor_slices([1.0, 2.0, 3.0, 6.0])
+      >>> batch = next(iter(strategy.experimental_distribute_dataset(
+      ...     dataset.batch(4))))
+      >>> strategy.reduce("SUM", batch, axis=0)
+      <tf.Tensor: shape=(), dtype=float32, numpy=12.0>
+      >>> strategy.reduce("MEAN", batch, axis=0)
+      <tf.Tensor: shape=(), dtype=float32, numpy=3.0>
     """
     context.require_cross_replica(self, "Strategy.reduce",
                                   "ReplicaContext.all_reduce")
@@ -257,13 +356,57 @@ class StrategyMethods:
             "whose `run` or dataset produced it.")
 
   def experimental_local_results(self, value: Nest) -> tuple[Nest, ...]:
-    """The per-replica parts of ``value`` as a tuple (``(value,)`` for a
-    plain value)."""
+    """The per-replica parts of ``value`` on this machine, as a tuple.
+
+    Args:
+      value: a per-replica value (a nest of them) or a plain value.
+
+    Returns:
+      One entry per replica, in replica order; ``(value,)`` for a plain
+      value.
+
+    Examples:
+      >>> import tensorflow as tf
+      >>> from compat_distribute import v2 as distribute
+      >>> strategy = distribute.experimental.CentralStorageStrategy(
+      ...     ["/cpu:0", "/cpu:1"])
+      >>> parts = strategy.experimental_local_results(
+      ...     strategy.run(lambda: tf.constant(7)))
+      >>> [part.device for part in parts]  # doctest: +NORMALIZE_WHITESPACE
+      ['/job:localhost/replica:0/task:0/device:CPU:0',
+       '/job:localhost/replica:0/task:0/device:CPU:1']
+      >>> strategy.experimental_local_results(5)
+      (5,)
+    """
     return self._extended._local_results(value)  # pylint: disable=protected-access
 
   def gather(self, value: Nest, axis: int) -> Nest:
     """Concatenates ``value``'s per-replica parts along ``axis`` onto the
-    current device."""
+    current device.
+
+    Args:
+      value: per-replica tensors (a nest of them), or a plain tensor.
+      axis: the axis to concatenate along; the parts may differ in size
+        along it.
+
+    Returns:
+      The concatenated tensor (a nest like ``value``).
+
+    Raises:
+      RuntimeError: called in replica context; use
+        ``tf.distribute.get_replica_context().all_gather`` there.
+      NotImplementedError: ``value`` is a ``tf.IndexedSlices``.
+
+    Examples:
+      >>> import tensorflow as tf
+      >>> from compat_distribute import v2 as distribute
+      >>> strategy = distribute.experimental.CentralStorageStrategy(
+      ...     ["/cpu:0", "/cpu:1"])
+      >>> dataset = tf.data.Dataset.range(6).batch(6)
+      >>> batch = next(iter(strategy.experimental_distribute_dataset(dataset)))
+      >>> strategy.gather(batch, axis=0)
+      <tf.Tensor: shape=(6,), dtype=int64, numpy=array([0, 1, 2, 3, 4, 5])>
+    """
     context.require_cross_replica(self, "Strategy.gather",
                                   "ReplicaContext.all_gather")
     if isinstance(value, tf.IndexedSlices):
@@ -283,7 +426,32 @@ class StrategyMethods:
   def experimental_distribute_dataset(self, dataset: tf.data.Dataset,
                                       options: InputOptions = None
                                         ) -> tf.distribute.DistributedDataset:
-    """Distributes a dataset of global batches over the replicas."""
+    """Distributes a dataset of global batches over the replicas.
+
+    Each element of ``dataset`` is one global batch; every step, each
+    replica gets an equal share of it (the first replicas one more element
+    when the batch does not split evenly).
+
+    Args:
+      dataset: a ``tf.data.Dataset`` whose elements are global batches.
+      options: a ``tf.distribute.InputOptions``, or None for the defaults.
+
+    Returns:
+      A ``tf.distribute.DistributedDataset``: iterate over it (in Python or
+      in a ``tf.function``) to get per-replica batches for ``run``.
+
+    Examples:
+      >>> import tensorflow as tf
+      >>> from compat_distribute import v2 as distribute
+      >>> strategy = distribute.experimental.CentralStorageStrategy(
+      ...     ["/cpu:0", "/cpu:1"])
+      >>> global_batches = tf.data.Dataset.range(8).batch(4)
+      >>> for batch in strategy.experimental_distribute_dataset(global_batches):
+      ...   print([t.numpy().tolist()
+      ...          for t in strategy.experimental_local_results(batch)])
+      [[0, 1], [2, 3]]
+      [[4, 5], [6, 7]]
+    """
     return input_lib.distribute_dataset(self._extended._input_workers(),
                                         dataset, options)
 
@@ -292,7 +460,34 @@ class StrategyMethods:
                                         options: InputOptions = None
                                         ) -> tf.distribute.DistributedDataset:
     """Distributes the dataset(s) ``dataset_fn(input_context)`` returns;
-    they yield per-replica batches."""
+    they yield per-replica batches.
+
+    ``dataset_fn`` is called once per input pipeline (once on one machine)
+    with a ``tf.distribute.InputContext``; use its
+    ``get_per_replica_batch_size`` to batch.  The replicas take the batches
+    in turn.
+
+    Args:
+      dataset_fn: a function of an ``InputContext`` returning a
+        ``tf.data.Dataset`` of per-replica batches.
+      options: a ``tf.distribute.InputOptions``, or None for the defaults.
+
+    Returns:
+      A ``tf.distribute.DistributedDataset`` of per-replica batches.
+
+    Examples:
+      >>> import tensorflow as tf
+      >>> from compat_distribute import v2 as distribute
+      >>> strategy = distribute.experimental.CentralStorageStrategy(
+      ...     ["/cpu:0", "/cpu:1"])
+      >>> def dataset_fn(context):
+      ...   size = context.get_per_replica_batch_size(global_batch_size=4)
+      ...   return tf.data.Dataset.range(8).batch(size)
+      >>> batch = next(iter(strategy.distribute_datasets_from_function(
+      ...     dataset_fn)))
+      >>> [t.numpy().tolist() for t in strategy.experimental_local_results(batch)]
+      [[0, 1], [2, 3]]
+    """
     return input_lib.distribute_datasets_from_function(
         self._extended._input_workers(), dataset_fn, options)
 
@@ -308,14 +503,49 @@ class StrategyMethods:
   def experimental_distribute_values_from_function(
       self, value_fn: Callable[[tf.distribute.experimental.ValueContext], Nest]
   ) -> Nest:
-    """One value per replica: ``value_fn(ValueContext)`` for each."""
+    """One value per replica: ``value_fn(ValueContext)`` for each.
+
+    Args:
+      value_fn: a function of a ``tf.distribute.experimental.ValueContext``
+        returning that replica's value.
+
+    Returns:
+      Per-replica values (the plain value with one replica).
+
+    Examples:
+      >>> import tensorflow as tf
+      >>> from compat_distribute import v2 as distribute
+      >>> strategy = distribute.experimental.CentralStorageStrategy(
+      ...     ["/cpu:0", "/cpu:1"])
+      >>> values = strategy.experimental_distribute_values_from_function(
+      ...     lambda context: context.replica_id_in_sync_group * 100)
+      >>> strategy.experimental_local_results(values)
+      (0, 100)
+    """
     return input_lib.distribute_values_from_function(
         self._extended._input_workers(), value_fn)
 
   def experimental_make_numpy_dataset(self,
                                       numpy_input: Nest) -> tf.data.Dataset:
     """A ``tf.data.Dataset`` of the slices of ``numpy_input``, kept on the
-    input host."""
+    input host.
+
+    Args:
+      numpy_input: a NumPy array or a nest of them with the same first
+        dimension.
+
+    Returns:
+      A ``tf.data.Dataset`` with one element per row.
+
+    Examples:
+      >>> import numpy as np
+      >>> import tensorflow as tf
+      >>> from compat_distribute import v2 as distribute
+      >>> strategy = distribute.OneDeviceStrategy("/cpu:0")
+      >>> rows = strategy.experimental_make_numpy_dataset(np.arange(6).reshape(3, 2))
+      >>> [row.tolist() for row in rows.as_numpy_iterator()]
+      [[0, 1], [2, 3], [4, 5]]
+    """
     return input_lib.make_numpy_dataset(self._extended._input_workers(),
                                         numpy_input, None)
 
@@ -392,4 +622,18 @@ def _sum_and_count_along(value: Nest, axis: Axis
 
 class Strategy(strategy_iterators.IteratorMethods, StrategyMethods,
                tf.distribute.Strategy):
-  """Base class of the TF2 (``compat_distribute.v2``) strategies."""
+  """Base class of the TF2 (``compat_distribute.v2``) strategies.
+
+  Make a concrete one (``OneDeviceStrategy``,
+  ``experimental.CentralStorageStrategy``); every one is also a
+  ``tf.distribute.Strategy``, so Keras and ``tf.train.Checkpoint`` accept it.
+
+  Examples:
+    >>> import tensorflow as tf
+    >>> from compat_distribute import v2 as distribute
+    >>> strategy = distribute.OneDeviceStrategy("/cpu:0")
+    >>> isinstance(strategy, distribute.Strategy)
+    True
+    >>> isinstance(strategy, tf.distribute.Strategy)
+    True
+  """
