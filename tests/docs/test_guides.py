@@ -1,6 +1,6 @@
 """The guides' complete programs run as files and print what the page shows.
 
-A guide's complete program is a ```python block whose first line is its file
+A guide's (or README.md's) complete program is a ```python block whose first line is its file
 name (``# keras_fit.py``); the ```text block after it is what it prints.
 Each runs here as a file, in a process of its own (as a user would run it:
 no 4-CPU split made beforehand, no globals), with a bounded timeout.  The
@@ -39,9 +39,9 @@ COMMENT = re.compile(r"<!--.*?-->", re.S)
 
 def programs():
   """(page, file name, source, expected output, label) of every complete
-  program in docs/ that runs here."""
+  program in docs/ and README.md that runs here."""
   found = []
-  for page in sorted(DOCS.glob("*.md")):
+  for page in sorted(DOCS.glob("*.md")) + [ROOT / "README.md"]:
     text = page.read_text()
     blocks = list(BLOCK.finditer(text))
     for i, block in enumerate(blocks):
@@ -67,7 +67,7 @@ def test_the_guides_have_their_programs():
   names = {p.values[:2] for p in PROGRAMS}
   assert {("index.md", "quickstart.py"), ("keras.md", "keras_fit.py"),
           ("custom_loops.md", "custom_loop.py"),
-          ("v1.md", "v1_session.py")} <= names, names
+          ("v1.md", "v1_session.py"), ("README.md", "first.py")} <= names, names
 
 
 def same_output(got: str, want: str, exact_numbers: bool) -> list[str]:
