@@ -110,7 +110,7 @@ def test_help_is_plain_text_and_lists_the_flags(capsys):
   for flag in ("--strategy", "--replicas", "--epochs", "--api", "--cluster"):
     assert flag in out
   assert "``" not in out
-  assert "--api v2        Keras: a Sequential model" in out
+  assert "under TensorFlow's own, from the same initial weights" in out
   # Usage and flags only: no doctest, no pointer into the package's modules.
   assert ">>>" not in out and "describe(" not in out
   assert "compat_distribute.demo" not in out, out

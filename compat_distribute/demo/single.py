@@ -346,16 +346,8 @@ HELP_SUMMARY = """\
 Trains one small classifier twice, under compat_distribute's strategy and
 under TensorFlow's own, from the same initial weights on the same seeded
 synthetic 3-class data (nothing is downloaded), and prints the loss and the
-median time per step of both, epoch by epoch, side by side.
-
-  --api v2        Keras: a Sequential model, compile and fit in the
-                  strategy's scope.
-  --api v1        TF1 graph mode: tf.Graph, make_dataset_iterator,
-                  experimental_run and a tf.compat.v1.Session.
-  --cluster WxP   on a cluster of W worker and P parameter-server processes
-                  that the demo starts on 127.0.0.1 and stops at the end.
-
-Progress is Keras' bar on a terminal, one line per epoch otherwise."""
+median time per step of both, epoch by epoch, side by side. Progress is
+Keras' bar on a terminal, one line per epoch otherwise."""
 
 
 def usage(prog: str = PROG) -> str:
