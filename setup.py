@@ -45,5 +45,16 @@ setup(
         # TensorFlow Estimator on TensorFlow 2.16+ (docs/estimator.md); also
         # install the tf-keras of your TensorFlow minor with --no-deps.
         "estimator": ["tensorflow-estimator==2.15.0"],
+        # The documentation site (mkdocs.yml), built from the source without
+        # importing TensorFlow; pinned, since the strict build's warnings and
+        # its pages depend on these versions.  Ruff lays out the signatures.
+        "docs": ["mkdocs==1.6.1", "mkdocs-material==9.8.1",
+                 "mkdocstrings==1.0.8", "mkdocstrings-python==2.0.11",
+                 "griffe==2.4.1", "ruff==0.17.6"],
+        # ... and its check in a real browser (tests/docs/browser_check.py),
+        # which also needs Debian's chromium and chromium-driver.
+        "docs-browser": ["mkdocs==1.6.1", "mkdocs-material==9.8.1",
+                         "mkdocstrings==1.0.8", "mkdocstrings-python==2.0.11",
+                         "griffe==2.4.1", "ruff==0.17.6", "selenium>=4.30,<5"],
     },
 )

@@ -311,6 +311,16 @@ def install() -> Installation:
 
   Raises:
     ImportError: one of the shim's classes is missing; nothing was changed.
+
+  Examples:
+    >>> import tensorflow as tf
+    >>> import compat_distribute
+    >>> with compat_distribute.install():
+    ...   strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    ...   print(type(strategy).__module__)
+    compat_distribute.strategies.one_device
+    >>> type(tf.distribute.OneDeviceStrategy("/cpu:0")).__module__
+    'tensorflow.python.distribute.one_device_strategy'
   """
   global _originals, _supplied
   with _lock:
@@ -365,9 +375,15 @@ def uninstall() -> None:
 
   Does nothing if the shim is not installed.
 
-  >>> uninstall()
-  >>> is_installed()
-  False
+  Examples:
+    >>> import tensorflow as tf
+    >>> import compat_distribute
+    >>> _ = compat_distribute.install()
+    >>> tf.distribute.OneDeviceStrategy.__module__
+    'compat_distribute.strategies.one_device'
+    >>> compat_distribute.uninstall()
+    >>> tf.distribute.OneDeviceStrategy.__module__
+    'tensorflow.python.distribute.one_device_strategy'
   """
   global _originals
   with _lock:

@@ -2,6 +2,8 @@
 
 * ``strategy``: ``Strategy`` (TF2) and the methods both generations share;
 * ``strategy_v1``: ``StrategyV1``, the v1 additions;
+* ``dataset_methods``: the input and logical-device methods both
+  generations have;
 * ``iterators``: the input-iterator methods both generations have;
 * ``extended``: the base ``StrategyExtended`` (abstract hooks, shared
   defaults);

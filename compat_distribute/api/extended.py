@@ -52,7 +52,25 @@ def _warn_partitioner_dropped() -> None:
 
 class Extended(extended_v1.ExtendedV1Methods,
                tf.compat.v1.distribute.StrategyExtended):
-  """Shared machinery of our strategies' ``strategy.extended``."""
+  """Shared machinery of our strategies' ``strategy.extended``: where the
+  replicas and the variables are, and the lower-level reduce, broadcast and
+  update methods.
+
+  Examples:
+    >>> import tensorflow as tf
+    >>> from compat_distribute import v2 as distribute
+    >>> strategy = distribute.experimental.CentralStorageStrategy(
+    ...     ["/cpu:0", "/cpu:1"])
+    >>> extended = strategy.extended
+    >>> isinstance(extended, distribute.StrategyExtended)
+    True
+    >>> len(extended.worker_devices), extended.parameter_devices
+    (2, ('/device:CPU:0',))
+    >>> with strategy.scope():
+    ...   step = tf.Variable(0)
+    >>> extended.variable_created_in_scope(step)
+    True
+  """
 
   # One replica runs on the calling thread in a kept ReplicaContext, or (if
   # set) as several do: see ``replicas.runner``.

@@ -45,6 +45,27 @@ class IteratorMethods:
     The iterator has ``initialize()`` (returns the initialisation ops to run
     in a session; nothing to run eagerly), an ``initializer`` property and
     ``get_next()``, which gives one batch per replica.
+
+    Args:
+      dataset: a ``tf.data.Dataset`` whose elements are global batches.
+
+    Returns:
+      The input iterator, for ``experimental_run`` or ``get_next()``.
+
+    Raises:
+      TypeError: ``dataset`` is not a ``tf.data.Dataset`` (the error is also
+        the ``AttributeError`` TensorFlow raises).
+
+    Examples:
+      >>> import tensorflow as tf
+      >>> from compat_distribute import v1 as distribute
+      >>> strategy = distribute.experimental.CentralStorageStrategy(
+      ...     ["/cpu:0", "/cpu:1"])
+      >>> iterator = strategy.make_dataset_iterator(
+      ...     tf.data.Dataset.range(8).batch(4))
+      >>> batch = iterator.get_next()
+      >>> [t.numpy().tolist() for t in strategy.experimental_local_results(batch)]
+      [[0, 1], [2, 3]]
     """
     if not isinstance(dataset, tf.data.Dataset):
       # TensorFlow fails with AttributeError; this error is also that.
@@ -65,6 +86,30 @@ class IteratorMethods:
     Only ``InputReplicationMode.PER_WORKER`` exists for these strategies:
     ``input_fn`` is called once, and the replicas take turns dequeuing from
     its dataset.
+
+    Args:
+      input_fn: a function of a ``tf.distribute.InputContext`` returning a
+        ``tf.data.Dataset`` of per-replica batches.
+      replication_mode: ``tf.distribute.InputReplicationMode.PER_WORKER``.
+
+    Returns:
+      The input iterator, for ``experimental_run`` or ``get_next()``.
+
+    Raises:
+      ValueError: another ``replication_mode``.
+      TypeError: ``input_fn`` is not callable.
+
+    Examples:
+      >>> import tensorflow as tf
+      >>> from compat_distribute import v1 as distribute
+      >>> strategy = distribute.experimental.CentralStorageStrategy(
+      ...     ["/cpu:0", "/cpu:1"])
+      >>> def input_fn(context):
+      ...   size = context.get_per_replica_batch_size(global_batch_size=4)
+      ...   return tf.data.Dataset.range(100, 108).batch(size)
+      >>> batch = strategy.make_input_fn_iterator(input_fn).get_next()
+      >>> [t.numpy().tolist() for t in strategy.experimental_local_results(batch)]
+      [[100, 101], [102, 103]]
     """
     if replication_mode != InputReplicationMode.PER_WORKER:
       raise ValueError(
@@ -90,8 +135,32 @@ class IteratorMethods:
     """Deprecated: runs ``fn(inputs)`` on every replica, each replica getting
     its own part of one ``input_iterator.get_next()``.
 
-    Without ``input_iterator`` ``fn`` is called with no arguments.  Returns
-    what ``run`` returns.  Warns once per process; use ``run``.
+    Without ``input_iterator`` ``fn`` is called with no arguments.  Warns
+    once per process; use ``run``.
+
+    Args:
+      fn: the function each replica runs.
+      input_iterator: an iterator from ``make_dataset_iterator`` or
+        ``make_input_fn_iterator``, or None.
+
+    Returns:
+      What ``run`` returns: per-replica results.
+
+    Raises:
+      TypeError: ``fn`` is not callable, needs arguments while there is no
+        iterator, or ``input_iterator`` has no ``get_next`` (this error is
+        also TensorFlow's ``AttributeError``).
+
+    Examples:
+      >>> import tensorflow as tf
+      >>> from compat_distribute import v1 as distribute
+      >>> strategy = distribute.experimental.CentralStorageStrategy(
+      ...     ["/cpu:0", "/cpu:1"])
+      >>> iterator = strategy.make_dataset_iterator(
+      ...     tf.data.Dataset.range(4).batch(4))
+      >>> doubled = strategy.experimental_run(lambda x: x * 2, iterator)
+      >>> strategy.reduce("SUM", doubled, axis=0)
+      <tf.Tensor: shape=(), dtype=int64, numpy=12>
     """
     warn_deprecated_once("Strategy.experimental_run",
                          "Strategy.run")

@@ -21,8 +21,8 @@ import tensorflow as tf
 from compat_distribute import _tf_compat
 from compat_distribute.runtime import context
 from compat_distribute.runtime.logs import warn_deprecated_once
-from compat_distribute import input as input_lib
 from compat_distribute.values import reduction
+from compat_distribute.api import dataset_methods
 from compat_distribute.api import iterators as strategy_iterators
 from compat_distribute.values import distributed as values_lib
 from compat_distribute.runtime.types import ConfigProto
@@ -30,14 +30,10 @@ from compat_distribute.runtime.types import ExtendedLike
 from compat_distribute.runtime.types import Nest
 from compat_distribute.runtime.types import ReduceOpLike
 from compat_distribute.runtime.types import ReplicaFn
-from compat_distribute.runtime.types import TensorLike
 from compat_distribute.runtime.types import StrategyLike
-from compat_distribute.runtime.types import InputOptions
 from compat_distribute.runtime.types import RunOptions
 
 _executing_eagerly = tf.executing_eagerly
-# What distribute_datasets_from_function calls: one dataset per pipeline.
-DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
 class StrategyMethods:
   """The methods shared by the v1 and v2 strategies.
 
@@ -63,6 +59,25 @@ class StrategyMethods:
     every device the strategy uses (e.g. ``{"CPU": 4}`` for ``/cpu:3``);
     ``CentralStorageStrategy`` also sets ``isolate_session_state``, as
     TensorFlow's does.
+
+    Args:
+      config_proto: the session configuration to start from.
+
+    Returns:
+      A new ``tf.compat.v1.ConfigProto``; pass it to
+      ``tf.compat.v1.Session(config=...)``.
+
+    Raises:
+      TypeError: ``config_proto`` is not a ``tf.compat.v1.ConfigProto``.
+
+    Examples:
+      >>> import tensorflow as tf
+      >>> from compat_distribute import v1 as distribute
+      >>> strategy = distribute.experimental.CentralStorageStrategy(
+      ...     ["/cpu:0", "/cpu:3"])
+      >>> config = strategy.update_config_proto(tf.compat.v1.ConfigProto())
+      >>> config.device_count["CPU"], config.isolate_session_state
+      (4, True)
     """
     if not isinstance(config_proto, tf.compat.v1.ConfigProto):
       raise TypeError(
@@ -141,7 +156,24 @@ class StrategyMethods:
 
     Inside it, ``tf.distribute.get_strategy()`` returns this strategy, code
     runs in cross-replica context, and new variables are placed by the
-    strategy.
+    strategy.  Leaving it, also by an exception, restores the strategy that
+    was current before.
+
+    Returns:
+      The context manager; ``with`` gives the strategy.
+
+    Examples:
+      >>> import tensorflow as tf
+      >>> from compat_distribute import v2 as distribute
+      >>> strategy = distribute.OneDeviceStrategy("/cpu:0")
+      >>> with strategy.scope():
+      ...   weight = tf.Variable(2.0)
+      ...   print(tf.distribute.get_strategy() is strategy)
+      True
+      >>> weight.device
+      '/job:localhost/replica:0/task:0/device:CPU:0'
+      >>> tf.distribute.has_strategy()
+      False
     """
     return context.StrategyScope(self, self._extended._scope_plan)  # pylint: disable=protected-access
 
@@ -149,8 +181,39 @@ class StrategyMethods:
 
   def run(self, fn: ReplicaFn, args: Sequence[Nest] = (),
           kwargs: Optional[dict] = None, options: RunOptions = None) -> Nest:
-    """Runs ``fn(*args, **kwargs)`` once per replica and returns the
-    per-replica results (a plain value with one replica)."""
+    """Runs ``fn(*args, **kwargs)`` once per replica.
+
+    Each call runs in replica context on that replica's device; a
+    per-replica argument (from a distributed dataset or an earlier ``run``)
+    gives each replica its own part, any other argument is passed to every
+    replica as it is.
+
+    Args:
+      fn: the function to run; it may be a ``tf.function``.
+      args: positional arguments of ``fn``, a tuple or list.
+      kwargs: keyword arguments of ``fn``, a dict or None.
+      options: accepted for TensorFlow's signature and ignored.
+
+    Returns:
+      What ``fn`` returns: per-replica values when there are several
+      replicas, the plain value with one.
+
+    Raises:
+      TypeError: ``fn`` is not callable, or ``kwargs`` is not a dict.
+      ValueError: ``args`` is not a list or tuple.
+
+    Examples:
+      >>> import tensorflow as tf
+      >>> from compat_distribute import v2 as distribute
+      >>> strategy = distribute.experimental.CentralStorageStrategy(
+      ...     ["/cpu:0", "/cpu:1"])
+      >>> def replica_id_plus(x):
+      ...   context = tf.distribute.get_replica_context()
+      ...   return context.replica_id_in_sync_group + x
+      >>> results = strategy.run(replica_id_plus, args=(10,))
+      >>> [int(t) for t in strategy.experimental_local_results(results)]
+      [10, 11]
+    """
     del options
     if not callable(fn):
       raise TypeError(
@@ -218,6 +281,38 @@ class StrategyMethods:
     With ``axis``, each replica's tensor is also reduced along that axis;
     MEAN then divides by the total number of elements along ``axis`` over
     all replicas, so partial batches are weighed correctly.
+
+    Args:
+      reduce_op: ``tf.distribute.ReduceOp.SUM`` or ``MEAN`` (or the
+        strings ``"SUM"``, ``"MEAN"``).
+      value: per-replica values (a nest of them); a plain value only with
+        MEAN or with one replica (summing one value over several replicas
+        is not defined).
+      axis: also reduce each replica's tensor along this axis; None reduces
+        across replicas only.
+
+    Returns:
+      The combined value, a tensor (a nest like ``value``).
+
+    Raises:
+      RuntimeError: called in replica context (inside ``run``); use
+        ``tf.distribute.get_replica_context().all_reduce`` there.
+      ValueError: ``value`` was made by a strategy with another number of
+        replicas, or is a plain value to SUM over several replicas.
+      TypeError: ``axis`` is not None or an integer.
+
+    Examples:
+      >>> import tensorflow as tf
+      >>> from compat_distribute import v2 as distribute
+      >>> strategy = distribute.experimental.CentralStorageStrategy(
+      ...     ["/cpu:0", "/cpu:1"])
+      >>> dataset = tf.data.Dataset.from_tensor_slices([1.0, 2.0, 3.0, 6.0])
+      >>> batch = next(iter(strategy.experimental_distribute_dataset(
+      ...     dataset.batch(4))))
+      >>> strategy.reduce("SUM", batch, axis=0)
+      <tf.Tensor: shape=(), dtype=float32, numpy=12.0>
+      >>> strategy.reduce("MEAN", batch, axis=0)
+      <tf.Tensor: shape=(), dtype=float32, numpy=3.0>
     """
     context.require_cross_replica(self, "Strategy.reduce",
                                   "ReplicaContext.all_reduce")
@@ -243,13 +338,57 @@ class StrategyMethods:
             "whose `run` or dataset produced it.")
 
   def experimental_local_results(self, value: Nest) -> tuple[Nest, ...]:
-    """The per-replica parts of ``value`` as a tuple (``(value,)`` for a
-    plain value)."""
+    """The per-replica parts of ``value`` on this machine, as a tuple.
+
+    Args:
+      value: a per-replica value (a nest of them) or a plain value.
+
+    Returns:
+      One entry per replica, in replica order; ``(value,)`` for a plain
+      value.
+
+    Examples:
+      >>> import tensorflow as tf
+      >>> from compat_distribute import v2 as distribute
+      >>> strategy = distribute.experimental.CentralStorageStrategy(
+      ...     ["/cpu:0", "/cpu:1"])
+      >>> parts = strategy.experimental_local_results(
+      ...     strategy.run(lambda: tf.constant(7)))
+      >>> [part.device for part in parts]  # doctest: +NORMALIZE_WHITESPACE
+      ['/job:localhost/replica:0/task:0/device:CPU:0',
+       '/job:localhost/replica:0/task:0/device:CPU:1']
+      >>> strategy.experimental_local_results(5)
+      (5,)
+    """
     return self._extended._local_results(value)  # pylint: disable=protected-access
 
   def gather(self, value: Nest, axis: int) -> Nest:
     """Concatenates ``value``'s per-replica parts along ``axis`` onto the
-    current device."""
+    current device.
+
+    Args:
+      value: per-replica tensors (a nest of them), or a plain tensor.
+      axis: the axis to concatenate along; the parts may differ in size
+        along it.
+
+    Returns:
+      The concatenated tensor (a nest like ``value``).
+
+    Raises:
+      RuntimeError: called in replica context; use
+        ``tf.distribute.get_replica_context().all_gather`` there.
+      NotImplementedError: ``value`` is a ``tf.IndexedSlices``.
+
+    Examples:
+      >>> import tensorflow as tf
+      >>> from compat_distribute import v2 as distribute
+      >>> strategy = distribute.experimental.CentralStorageStrategy(
+      ...     ["/cpu:0", "/cpu:1"])
+      >>> dataset = tf.data.Dataset.range(6).batch(6)
+      >>> batch = next(iter(strategy.experimental_distribute_dataset(dataset)))
+      >>> strategy.gather(batch, axis=0)
+      <tf.Tensor: shape=(6,), dtype=int64, numpy=array([0, 1, 2, 3, 4, 5])>
+    """
     context.require_cross_replica(self, "Strategy.gather",
                                   "ReplicaContext.all_gather")
     if isinstance(value, tf.IndexedSlices):
@@ -264,97 +403,22 @@ class StrategyMethods:
     """``tf.group`` of all per-replica parts of ``value``."""
     return self._extended._group(value, name)  # pylint: disable=protected-access
 
-  # -- input ----------------------------------------------------------------
 
-  def experimental_distribute_dataset(self, dataset: tf.data.Dataset,
-                                      options: InputOptions = None
-                                        ) -> tf.distribute.DistributedDataset:
-    """Distributes a dataset of global batches over the replicas."""
-    return input_lib.distribute_dataset(self._extended._input_workers(),
-                                        dataset, options)
-
-  def distribute_datasets_from_function(self,
-                                        dataset_fn: DatasetFn,
-                                        options: InputOptions = None
-                                        ) -> tf.distribute.DistributedDataset:
-    """Distributes the dataset(s) ``dataset_fn(input_context)`` returns;
-    they yield per-replica batches."""
-    return input_lib.distribute_datasets_from_function(
-        self._extended._input_workers(), dataset_fn, options)
-
-  def experimental_distribute_datasets_from_function(
-      self, dataset_fn: DatasetFn, options: InputOptions = None
-  ) -> tf.distribute.DistributedDataset:
-    """Deprecated name of ``distribute_datasets_from_function``."""
-    warn_deprecated_once(
-        "Strategy.experimental_distribute_datasets_from_function",
-        "Strategy.distribute_datasets_from_function")
-    return self.distribute_datasets_from_function(dataset_fn, options)
-
-  def experimental_distribute_values_from_function(
-      self, value_fn: Callable[[tf.distribute.experimental.ValueContext], Nest]
-  ) -> Nest:
-    """One value per replica: ``value_fn(ValueContext)`` for each."""
-    return input_lib.distribute_values_from_function(
-        self._extended._input_workers(), value_fn)
-
-  def experimental_make_numpy_dataset(self,
-                                      numpy_input: Nest) -> tf.data.Dataset:
-    """A ``tf.data.Dataset`` of the slices of ``numpy_input``, kept on the
-    input host."""
-    return input_lib.make_numpy_dataset(self._extended._input_workers(),
-                                        numpy_input, None)
-
-  # -- logical devices (one per replica here) -------------------------------
-
-  def experimental_assign_to_logical_device(self, tensor: TensorLike,
-                                            logical_device_id: int
-                                            ) -> TensorLike:
-    """Annotates ``tensor`` for logical device ``logical_device_id``.
-
-    These strategies have one logical device per replica, so the only valid
-    id is 0 and the tensor is returned as it is.
-    """
-    if isinstance(logical_device_id, bool) or logical_device_id != 0:
-      raise ValueError(
-          f"logical_device_id {logical_device_id!r} is out of range: "
-          f"{self!r} has 1 logical device per replica, so the only valid id "
-          "is 0.")
-    return tensor
-
-  def experimental_replicate_to_logical_devices(self,
-                                                tensor: TensorLike
-      ) -> TensorLike:
-    """Annotates ``tensor`` as replicated over the replica's logical devices
-    (just one here, so ``tensor`` is returned as it is)."""
-    return tensor
-
-  def experimental_split_to_logical_devices(self, tensor: TensorLike,
-                                            partition_dimensions: Sequence[int]
-                                            ) -> TensorLike:
-    """Annotates ``tensor`` as split over logical devices.
-
-    With one logical device per replica, ``partition_dimensions`` must have
-    one entry per dimension of ``tensor`` and all entries must be 1.
-    """
-    dims = list(partition_dimensions)
-    rank = tensor.shape.rank
-    if rank is not None and len(dims) != rank:
-      raise ValueError(
-          f"partition_dimensions {dims} has {len(dims)} entries but the "
-          f"tensor has rank {rank} (shape {tensor.shape}); give one entry "
-          "per dimension.")
-    product = 1
-    for d in dims:
-      product *= d
-    if product != 1:
-      raise ValueError(
-          f"The product of partition_dimensions {dims} is {product}, but "
-          f"{self!r} has 1 logical device per replica; use all ones, e.g. "
-          f"{[1] * len(dims)}.")
-    return tensor
-
-
-class Strategy(strategy_iterators.IteratorMethods, StrategyMethods,
+class Strategy(strategy_iterators.IteratorMethods,
+               dataset_methods.DatasetMethods, StrategyMethods,
                tf.distribute.Strategy):
-  """Base class of the TF2 (``compat_distribute.v2``) strategies."""
+  """Base class of the TF2 (``compat_distribute.v2``) strategies.
+
+  Make a concrete one (``OneDeviceStrategy``,
+  ``experimental.CentralStorageStrategy``); every one is also a
+  ``tf.distribute.Strategy``, so Keras and ``tf.train.Checkpoint`` accept it.
+
+  Examples:
+    >>> import tensorflow as tf
+    >>> from compat_distribute import v2 as distribute
+    >>> strategy = distribute.OneDeviceStrategy("/cpu:0")
+    >>> isinstance(strategy, distribute.Strategy)
+    True
+    >>> isinstance(strategy, tf.distribute.Strategy)
+    True
+  """

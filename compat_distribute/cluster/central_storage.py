@@ -203,6 +203,34 @@ class CentralStorageStrategy(
       malformed ``TF_CONFIG`` for a chief; devices and a resolver together.
     TaskUnavailableError: a cluster task did not accept connections within
       ``COMPAT_DISTRIBUTE_CLUSTER_WAIT`` seconds (named, with its address).
+
+  Examples:
+    Two replicas on two CPU devices of this machine (a process makes them
+    with ``tf.config.set_logical_device_configuration`` before TensorFlow
+    starts); the variable has one copy, on the CPU, and the replicas'
+    updates are summed (its ``aggregation``) and applied once:
+
+    >>> import tensorflow as tf
+    >>> from compat_distribute import v2 as distribute
+    >>> strategy = distribute.experimental.CentralStorageStrategy(
+    ...     ["/cpu:0", "/cpu:1"])
+    >>> strategy.num_replicas_in_sync
+    2
+    >>> with strategy.scope():
+    ...   weight = tf.Variable(
+    ...       1.0, aggregation=tf.VariableAggregation.SUM)
+    >>> weight.device
+    '/job:localhost/replica:0/task:0/device:CPU:0'
+    >>> @tf.function
+    ... def step(x):
+    ...   with tf.GradientTape() as tape:
+    ...     loss = weight * x
+    ...   weight.assign_sub(tape.gradient(loss, weight))
+    >>> inputs = strategy.experimental_distribute_values_from_function(
+    ...     lambda context: float(context.replica_id_in_sync_group + 1))
+    >>> _ = strategy.run(step, args=(inputs,))
+    >>> float(weight)  # 1 - (1 + 2)
+    -2.0
   """
 
 
@@ -222,6 +250,30 @@ class CentralStorageStrategyV1(
     parameter_device: where variables live; None means the CPU (or the only
       compute device).
     cluster_resolver: run on this cluster (see the v2 class).
+
+  Raises:
+    ValueError: ``compute_devices`` is empty or names a device twice, or
+      devices and a resolver are given together.
+
+  Examples:
+    A TF1 graph program: the iterator and the replicas' results are graph
+    tensors that a session runs, with the strategy's session config.
+
+    >>> import tensorflow as tf
+    >>> from compat_distribute import v1 as distribute
+    >>> with tf.Graph().as_default():
+    ...   strategy = distribute.experimental.CentralStorageStrategy(
+    ...       ["/cpu:0", "/cpu:1"])
+    ...   dataset = tf.data.Dataset.range(1, 9).batch(4)
+    ...   with strategy.scope():
+    ...     iterator = strategy.make_dataset_iterator(dataset)
+    ...     squares = strategy.experimental_run(tf.square, iterator)
+    ...     total = strategy.reduce("SUM", squares, axis=0)
+    ...   config = strategy.update_config_proto(tf.compat.v1.ConfigProto())
+    ...   with tf.compat.v1.Session(config=config) as session:
+    ...     session.run(iterator.initialize())
+    ...     print(session.run(total), session.run(total))
+    30 174
   """
 
   _reads_tf_config = False

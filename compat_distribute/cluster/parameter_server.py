@@ -235,6 +235,17 @@ class ParameterServerStrategyV1(
   Raises:
     ValueError: a malformed ``TF_CONFIG`` or cluster (see
       ``compat_distribute.cluster.check_tf_config``).
+
+  Examples:
+    Without ``TF_CONFIG`` (and without a resolver) the strategy uses this
+    machine alone: one replica, and the variables on its CPU.
+
+    >>> from compat_distribute import v1 as distribute
+    >>> strategy = distribute.experimental.ParameterServerStrategy()
+    >>> strategy.num_replicas_in_sync
+    1
+    >>> strategy.extended.parameter_devices
+    ('/job:localhost/replica:0/task:0/device:CPU:0',)
   """
 
   def __init__(self, cluster_resolver: Any = None) -> None:
@@ -286,25 +297,120 @@ class ParameterServerStrategyV1(
           "ClusterCoordinator (TensorFlow's own).")
 
   def scope(self) -> Any:
-    """``Strategy.scope``; graph mode only (as TensorFlow's)."""
+    """``Strategy.scope``; graph mode only (as TensorFlow's).
+
+    Returns:
+      The context manager; variables made in it go to the ``ps`` tasks.
+
+    Raises:
+      NotImplementedError: eager execution is on.
+
+    Examples:
+      >>> import tensorflow as tf
+      >>> from compat_distribute import v1 as distribute
+      >>> with tf.Graph().as_default():
+      ...   strategy = distribute.experimental.ParameterServerStrategy()
+      ...   with strategy.scope():
+      ...     bias = tf.compat.v1.get_variable("bias", initializer=0.5)
+      ...   print(bias.device.split("/")[-1])
+      device:CPU:0
+    """
     self._refuse_eager("scope()")
     return super().scope()
 
   def experimental_distribute_dataset(self, dataset: Any,
                                       options: Any = None) -> Any:
-    """``Strategy.experimental_distribute_dataset``; graph mode only."""
+    """``Strategy.experimental_distribute_dataset``; graph mode only.
+
+    Args:
+      dataset: a ``tf.data.Dataset`` whose elements are global batches.
+      options: a ``tf.distribute.InputOptions``, or None for the defaults.
+
+    Returns:
+      A distributed dataset; make its iterator with
+      ``tf.compat.v1.data.make_initializable_iterator``.
+
+    Raises:
+      NotImplementedError: eager execution is on.
+
+    Examples:
+      >>> import tensorflow as tf
+      >>> from compat_distribute import v1 as distribute
+      >>> with tf.Graph().as_default():
+      ...   strategy = distribute.experimental.ParameterServerStrategy()
+      ...   batches = strategy.experimental_distribute_dataset(
+      ...       tf.data.Dataset.range(6).batch(3))
+      ...   iterator = tf.compat.v1.data.make_initializable_iterator(batches)
+      ...   batch = iterator.get_next()
+      ...   with tf.compat.v1.Session() as session:
+      ...     session.run(iterator.initializer)
+      ...     print(session.run(batch).tolist())
+      [0, 1, 2]
+    """
     self._refuse_eager("experimental_distribute_dataset()")
     return super().experimental_distribute_dataset(dataset, options)
 
   def distribute_datasets_from_function(self, dataset_fn: Callable[..., Any],
                                         options: Any = None) -> Any:
     """``Strategy.distribute_datasets_from_function``; graph mode only.
-    ``dataset_fn`` gets this worker's ``InputContext``."""
+    ``dataset_fn`` gets this worker's ``InputContext``.
+
+    Args:
+      dataset_fn: a function of an ``InputContext`` returning a
+        ``tf.data.Dataset`` of per-replica batches.
+      options: a ``tf.distribute.InputOptions``, or None for the defaults.
+
+    Returns:
+      A distributed dataset; make its iterator with
+      ``tf.compat.v1.data.make_initializable_iterator``.
+
+    Raises:
+      NotImplementedError: eager execution is on.
+
+    Examples:
+      >>> import tensorflow as tf
+      >>> from compat_distribute import v1 as distribute
+      >>> def dataset_fn(context):
+      ...   return tf.data.Dataset.range(10).shard(
+      ...       context.num_input_pipelines, context.input_pipeline_id).batch(2)
+      >>> with tf.Graph().as_default():
+      ...   strategy = distribute.experimental.ParameterServerStrategy()
+      ...   batches = strategy.distribute_datasets_from_function(dataset_fn)
+      ...   iterator = tf.compat.v1.data.make_initializable_iterator(batches)
+      ...   batch = iterator.get_next()
+      ...   with tf.compat.v1.Session() as session:
+      ...     session.run(iterator.initializer)
+      ...     print(session.run(batch).tolist())
+      [0, 1]
+    """
     self._refuse_eager("distribute_datasets_from_function()")
     return super().distribute_datasets_from_function(dataset_fn, options)
 
   def run(self, fn: Callable[..., Any], args: Any = (),
           kwargs: Optional[dict] = None, options: Any = None) -> Any:
-    """``Strategy.run``; graph mode only.  Returns the results."""
+    """``Strategy.run``; graph mode only.
+
+    Args:
+      fn: the function each replica runs.
+      args: positional arguments of ``fn``, a tuple or list.
+      kwargs: keyword arguments of ``fn``, a dict or None.
+      options: accepted for TensorFlow's signature and ignored.
+
+    Returns:
+      The replicas' results (TensorFlow's returns None).
+
+    Raises:
+      NotImplementedError: eager execution is on.
+
+    Examples:
+      >>> import tensorflow as tf
+      >>> from compat_distribute import v1 as distribute
+      >>> with tf.Graph().as_default():
+      ...   strategy = distribute.experimental.ParameterServerStrategy()
+      ...   doubled = strategy.run(lambda x: 2 * x, args=(tf.constant(21),))
+      ...   with tf.compat.v1.Session() as session:
+      ...     print(session.run(doubled))
+      42
+    """
     self._refuse_eager("run()")
     return super().run(fn, args=args, kwargs=kwargs, options=options)

@@ -91,11 +91,11 @@ def v1_train_step(strategy: Any, params: list, optimizer: Any,
 
 LEGEND = (
     "ms/step in this table is the median duration of one training step, from\n"
-    "its start to its end, measured the same way for ours and native. The\n"
-    "ms/step on the progress lines above is Keras' own figure: the epoch's\n"
-    "wall-clock time divided by its steps, which also counts the work around\n"
-    "the steps (the first step's set-up, input, callbacks, the end of the\n"
-    "epoch), so it is larger and varies more from run to run.\n"
+    "its start to its end, measured the same way for ours and native. Where a\n"
+    "progress line above shows an ms/step too, that is Keras' own figure: the\n"
+    "epoch's wall-clock time divided by its steps, which also counts the work\n"
+    "around the steps (the first step's set-up, input, callbacks, the end of\n"
+    "the epoch), so it is larger and varies more from run to run.\n"
     "ours/native below 1 means ours is faster.")
 
 

@@ -339,13 +339,33 @@ def short_usage(prog: str = PROG) -> str:
       prog, FLAGS.get_key_flags_for_module(sys.modules[__name__]), _METAVARS)
 
 
+# What the demo does, for a user: the part of ``--help`` above the flags.
+# (The module docstring is for a reader of the code: it has an example and
+# points at other modules, which a user does not need.)
+HELP_SUMMARY = """\
+Trains one small classifier twice, under compat_distribute's strategy and
+under TensorFlow's own, from the same initial weights on the same seeded
+synthetic 3-class data (nothing is downloaded), and prints the loss and the
+median time per step of both, epoch by epoch, side by side. Progress is
+Keras' bar on a terminal, one line per epoch otherwise."""
+
+
 def usage(prog: str = PROG) -> str:
   """What ``demo --help`` prints: the short usage, what the demo does and
-  its flags, as plain text."""
-  summary = command_line.plain_text(
-      __doc__.split("The formatting helpers")[0].strip())
-  return (f"{short_usage(prog)}\n{summary}\n\nflags:\n"
-          f"{FLAGS.module_help(sys.modules[__name__])}\n")
+  its flags, as plain text; no example, no pointer into the code.
+
+  >>> text = usage("demo")
+  >>> text.startswith("usage: demo [--strategy one_device|central_storage]")
+  True
+  >>> ">>>" in text or "compat_distribute.demo" in text
+  False
+  """
+  # module_help heads the flags with this module's name, an internal
+  # pointer: dropped.
+  flags_text = "\n".join(
+      line for line in FLAGS.module_help(sys.modules[__name__]).splitlines()
+      if line.strip() and line.rstrip() != f"{__name__}:")
+  return f"{short_usage(prog)}\n{HELP_SUMMARY}\n\nflags:\n{flags_text}\n"
 
 
 def run_from_command_line(argv: Optional[Sequence[str]] = None) -> int:

@@ -53,6 +53,21 @@ class InputContext(tf.distribute.InputContext):
     input_pipeline_id: which of them this call builds, in
       ``[0, num_input_pipelines)``.
     num_replicas_in_sync: how many replicas consume batches each step.
+
+  Raises:
+    TypeError: an argument that is not an integer.
+    ValueError: a count below 1, or ``input_pipeline_id`` out of range.
+
+  Examples:
+    ``distribute_datasets_from_function`` passes one to ``dataset_fn``; it
+    can also be made directly, e.g. to test an input function:
+
+    >>> from compat_distribute import v2 as distribute
+    >>> context = distribute.InputContext(num_replicas_in_sync=4)
+    >>> context.get_per_replica_batch_size(global_batch_size=32)
+    8
+    >>> context.input_pipeline_id, context.num_input_pipelines
+    (0, 1)
   """
 
   def __init__(self, num_input_pipelines: int = 1,  # pylint: disable=super-init-not-called
@@ -85,12 +100,21 @@ class InputContext(tf.distribute.InputContext):
   def get_per_replica_batch_size(self, global_batch_size: int) -> int:
     """The batch size each replica gets out of ``global_batch_size``.
 
-    >>> InputContext(num_replicas_in_sync=2).get_per_replica_batch_size(8)
-    4
+    Args:
+      global_batch_size: the batch size of one step over all replicas.
+
+    Returns:
+      ``global_batch_size // num_replicas_in_sync``.
 
     Raises:
       ValueError: ``global_batch_size`` is not a multiple of
         ``num_replicas_in_sync``.
+
+    Examples:
+      >>> from compat_distribute import v2 as distribute
+      >>> distribute.InputContext(
+      ...     num_replicas_in_sync=2).get_per_replica_batch_size(8)
+      4
     """
     if global_batch_size % self._num_replicas_in_sync != 0:
       raise ValueError(
@@ -114,6 +138,21 @@ class ValueContext(tf.distribute.experimental.ValueContext):
   Args:
     replica_id_in_sync_group: the replica, in ``[0, num_replicas_in_sync)``.
     num_replicas_in_sync: how many replicas there are.
+
+  Raises:
+    TypeError: an argument that is not an integer.
+    ValueError: a count below 1, or ``replica_id_in_sync_group`` out of
+      range.
+
+  Examples:
+    ``experimental_distribute_values_from_function`` passes one per
+    replica to ``value_fn``:
+
+    >>> from compat_distribute import v2 as distribute
+    >>> context = distribute.experimental.ValueContext(
+    ...     replica_id_in_sync_group=1, num_replicas_in_sync=2)
+    >>> context.replica_id_in_sync_group, context.num_replicas_in_sync
+    (1, 2)
   """
 
   def __init__(self, replica_id_in_sync_group: int = 0,  # pylint: disable=super-init-not-called

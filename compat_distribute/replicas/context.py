@@ -36,6 +36,20 @@ class ReplicaContext(tf.distribute.ReplicaContext,
 
   The single-replica behaviour lives here; several replicas use a subclass
   whose ``_merge_call`` synchronises the replica threads.
+
+  Examples:
+    Inside ``run``, ``tf.distribute.get_replica_context()`` returns it:
+
+    >>> import tensorflow as tf
+    >>> from compat_distribute import v2 as distribute
+    >>> strategy = distribute.experimental.CentralStorageStrategy(
+    ...     ["/cpu:0", "/cpu:1"])
+    >>> def replica_fn():
+    ...   context = tf.distribute.get_replica_context()
+    ...   mine = tf.cast(context.replica_id_in_sync_group + 1, tf.float32)
+    ...   return context.all_reduce("SUM", mine)
+    >>> strategy.experimental_local_results(strategy.run(replica_fn))
+    (<tf.Tensor: shape=(), dtype=float32, numpy=3.0>, <tf.Tensor: shape=(), dtype=float32, numpy=3.0>)
   """
 
   def __init__(self, strategy: StrategyLike, replica_id_in_sync_group: int,

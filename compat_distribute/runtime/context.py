@@ -366,8 +366,20 @@ def get_cross_replica_context() -> Any:
   Outside every ``scope()`` the default strategy's replica context is
   current, so this returns None there too (TensorFlow's rule).
 
-  >>> get_cross_replica_context() is None
-  True
+  Returns:
+    The strategy whose ``scope()`` is current, or None (outside every
+    scope, or in replica context inside ``run``).
+
+  Examples:
+    >>> from compat_distribute import v2 as distribute
+    >>> strategy = distribute.OneDeviceStrategy("/cpu:0")
+    >>> distribute.get_cross_replica_context() is None
+    True
+    >>> with strategy.scope():
+    ...   print(distribute.get_cross_replica_context() is strategy)
+    ...   print(strategy.run(distribute.get_cross_replica_context))
+    True
+    None
   """
   mode = current_mode()
   return None if mode is None else mode.cross_replica_context

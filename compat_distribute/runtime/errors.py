@@ -25,5 +25,14 @@ class Error(Exception):
   TensorFlow raises.  Its ``__init__`` is ``Exception``'s, so that AutoGraph
   can re-raise an error of these classes (with the user's source location)
   when it is raised inside a ``tf.function``.
+
+  Examples:
+    >>> import compat_distribute
+    >>> from compat_distribute import v2 as distribute
+    >>> try:
+    ...   distribute.experimental.CentralStorageStrategy("/cpu:0")
+    ... except compat_distribute.Error as e:
+    ...   print(type(e).__name__, isinstance(e, TypeError))
+    ComputeDevicesTypeError True
   """
   __init__ = Exception.__init__

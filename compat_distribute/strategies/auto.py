@@ -231,5 +231,13 @@ def auto_strategy() -> tf.distribute.Strategy:
     RuntimeError: ``TF_CONFIG`` names several workers, but TensorFlow's
       runtime had already started (as TensorFlow's ``auto_strategy``):
       call it before anything lists devices or runs an op.
+
+  Examples:
+    On a machine without GPUs (and no ``TF_CONFIG``), ours on the CPU:
+
+    >>> from compat_distribute import v2 as distribute
+    >>> strategy = distribute.experimental.auto_strategy()
+    >>> type(strategy).__module__, strategy.num_replicas_in_sync
+    ('compat_distribute.strategies.one_device', 1)
   """
   return choose(RunningMachine())

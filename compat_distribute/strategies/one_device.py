@@ -108,6 +108,27 @@ class OneDeviceStrategy(OneDeviceMethods, strategy_lib.Strategy,
   Args:
     device: where variables and computation live, e.g. ``"/cpu:0"`` or
       ``"/gpu:0"``.
+
+  Raises:
+    TypeError: ``device`` is not a string (for a ``tf.DeviceSpec``, pass
+      ``spec.to_string()``).
+
+  Examples:
+    >>> import tensorflow as tf
+    >>> from compat_distribute import v2 as distribute
+    >>> strategy = distribute.OneDeviceStrategy("/cpu:0")
+    >>> with strategy.scope():
+    ...   counter = tf.Variable(0)
+    >>> @tf.function
+    ... def count(batch):
+    ...   counter.assign_add(tf.size(batch))
+    ...   return tf.reduce_sum(batch)
+    >>> dataset = strategy.experimental_distribute_dataset(
+    ...     tf.data.Dataset.range(5).batch(2))
+    >>> [int(strategy.run(count, args=(batch,))) for batch in dataset]
+    [1, 5, 4]
+    >>> int(counter)
+    5
   """
 
 
@@ -121,4 +142,22 @@ class OneDeviceStrategyV1(OneDeviceMethods, strategy_v1.StrategyV1,
 
   Args:
     device: where everything runs, e.g. ``"/cpu:0"`` or ``"/gpu:0"``.
+
+  Raises:
+    TypeError: ``device`` is not a string (for a ``tf.DeviceSpec``, pass
+      ``spec.to_string()``).
+
+  Examples:
+    >>> import tensorflow as tf
+    >>> from compat_distribute import v1 as distribute
+    >>> with tf.Graph().as_default():
+    ...   strategy = distribute.OneDeviceStrategy("/cpu:0")
+    ...   with strategy.scope():
+    ...     total = tf.compat.v1.Variable(0.0)
+    ...     add = strategy.experimental_run(lambda: total.assign_add(1.5))
+    ...   with tf.compat.v1.Session() as session:
+    ...     session.run(tf.compat.v1.global_variables_initializer())
+    ...     _ = session.run(add)
+    ...     print(session.run(add))
+    3.0
   """

@@ -18,7 +18,7 @@ destinations are the per-replica value itself.
   ``CollectiveGatherV2``, one op per replica device, for all-reduce and
   all-gather (other destinations and ``IndexedSlices`` use
   ``ReduceToOneDevice``).  Eagerly the per-device ops must run concurrently,
-  so they are launched from a small thread pool.  See docs/performance.md
+  so they are launched from a small thread pool.  See benchmarks/RESULTS.md
   for why it is not the default (on logical CPUs inside a ``tf.function``
   TensorFlow 2.21's function runtime never completes the collective).
 

@@ -263,3 +263,14 @@ def test_setup_installs_facades_under_the_package():
 def test_setup_ships_py_typed():
   text = (ROOT / "setup.py").read_text()
   assert "py.typed" in text, "setup.py must ship compat_distribute/py.typed"
+
+
+def test_tests_have_one_conftest():
+  # Test folders are not packages, so every conftest.py is imported as the
+  # module `conftest`: a second one shadows the first for the test files
+  # that import helpers `from conftest import ...`.
+  found = sorted(support.TESTS.rglob("conftest.py"))
+  assert found == [support.TESTS / "conftest.py"], (
+      f"tests/ must have one conftest.py, found {found}; put a folder's "
+      "fixtures in a support module (e.g. tests/docs/site_support.py) and "
+      "import them from the test files that use them")
