@@ -9,6 +9,7 @@ setup(
     python_requires=">=3.11",
     packages=[
         "compat_distribute",
+        "compat_distribute._tf_private",
         "compat_distribute.api",
         "compat_distribute.cluster",
         "compat_distribute.demo",

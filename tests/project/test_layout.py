@@ -274,3 +274,21 @@ def test_tests_have_one_conftest():
       f"tests/ must have one conftest.py, found {found}; put a folder's "
       "fixtures in a support module (e.g. tests/docs/site_support.py) and "
       "import them from the test files that use them")
+
+
+def test_setup_installs_every_package_folder():
+  # A folder of compat_distribute/ that setup.py does not list is missing
+  # from the installed wheel (tox installs it), while a checkout still
+  # imports it: the suite would pass here and fail for users.
+  tree = ast.parse((ROOT / "setup.py").read_text())
+  listed = next(
+      {element.value for element in keyword.value.elts}
+      for node in ast.walk(tree) if isinstance(node, ast.Call)
+      for keyword in node.keywords if keyword.arg == "packages")
+  folders = {
+      ".".join(path.parent.relative_to(ROOT).parts)
+      for path in (ROOT / "compat_distribute").rglob("__init__.py")}
+  missing = sorted(folders - listed)
+  assert not missing, (
+      f"setup.py's packages= does not list {missing}; add them, or the "
+      "installed package lacks them")
