@@ -77,11 +77,17 @@ def test_two_workers_and_a_ps_train_as_the_page_says(tmp_path):
     for process in processes:
       local_cluster.stop_process(process)
       process.communicate()
+  first_losses = []
   for i, out in enumerate(outputs):
     lines = out.strip().splitlines()
     assert len(lines) == 2, out
     first, last = map(float, re.fullmatch(
         rf"worker {i}: loss (\d+\.\d+) at its first step, (\d+\.\d+) at "
         r"its last", lines[0]).groups())
-    assert last == 0.0 and first > 0.5, lines[0]
+    assert last == 0.0, lines[0]
     assert lines[1] == f"worker {i}: b = 1.00", lines[1]
+    first_losses.append(first)
+  # Asynchronous steps: a worker that starts late (a loaded machine) may
+  # find the shared variables trained already, so only the first step of
+  # the earliest worker is sure to see the untrained model.
+  assert max(first_losses) > 0.5, first_losses
