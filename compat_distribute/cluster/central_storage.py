@@ -227,7 +227,8 @@ class CentralStorageStrategy(
     ...     loss = weight * x
     ...   weight.assign_sub(tape.gradient(loss, weight))
     >>> inputs = strategy.experimental_distribute_values_from_function(
-    ...     lambda context: float(context.replica_id_in_sync_group + 1))
+    ...     lambda context: tf.constant(
+    ...         float(context.replica_id_in_sync_group + 1)))
     >>> _ = strategy.run(step, args=(inputs,))
     >>> float(weight)  # 1 - (1 + 2)
     -2.0
