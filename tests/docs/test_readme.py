@@ -19,7 +19,7 @@ def section(title):
 def test_getting_started_has_exactly_two_commands():
   blocks = re.findall(r"```sh\n(.*?)```", section("Getting started"), re.S)
   assert blocks == ["pip install tox && tox -e demo\n",
-                    "pip install tox && tox\n"]
+                    "pip install tox && tox p\n"]
 
 
 def test_mentions_what_a_newcomer_needs():
