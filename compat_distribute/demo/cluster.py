@@ -21,8 +21,10 @@ wait for its turn.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
+import signal
 import sys
 import time
 from typing import Any
@@ -67,9 +69,14 @@ def ports_line(cluster: dict[str, list[str]]) -> str:
 
 def run_cluster(workers: int, ps: int, epochs: int, seed: int,
                 batch_size: int, samples: int,
-                timeout: float = 600.0) -> tuple[Any, Any]:
+                stall_timeout: float = 180.0) -> tuple[Any, Any]:
   """Trains under native TensorFlow, then ours, on one local cluster;
-  returns the two ``common.Result``s."""
+  returns the two ``common.Result``s.
+
+  A worker that fails stops the run at once (the others are stopped, its
+  error is raised); so does a run in which no worker has reported a step
+  for ``stall_timeout`` seconds (a worker's first step included).
+  """
   results = {}
   cluster = local_cluster.LocalCluster(num_workers=workers, num_ps=ps)
   print(ports_line(cluster.cluster), flush=True)
@@ -85,32 +92,57 @@ def run_cluster(workers: int, ps: int, epochs: int, seed: int,
            "--seed", str(seed), "--batch_size", str(batch_size),
            "--samples", str(samples)],
           launcher=["-m"])
-      deadline = time.monotonic() + timeout
-      last = ""
-      while any(p.poll() is None for p in processes):
-        if time.monotonic() > deadline:
-          break
-        progress = {i: tuple(v) for i, p in enumerate(processes)
-                    if (v := _read_progress(p)) is not None}
-        line = progress_line(impl, progress) if progress else ""
-        if line and line != last:
-          print(line, flush=True)
-          last = line
-        time.sleep(0.5)
-      finished = cluster.collect(processes, timeout=max(
-          1.0, deadline - time.monotonic()))
-      for r in finished:
-        if r.returncode != 0 or r.timed_out:
-          raise RuntimeError(
-              f"{label}: {r.task} failed (exit {r.returncode}"
-              f"{', timed out' if r.timed_out else ''}):\n{r.stderr[-3000:]}")
-      outputs = [r.json() for r in finished]
+      _follow(impl, processes, stall_timeout)
+      outputs = [r.json() for r in _collect(cluster, label, processes,
+                                            stall_timeout)]
       losses = np.mean([o["losses"] for o in outputs], axis=0).tolist()
       ms = np.median([o["ms_per_step"] for o in outputs], axis=0).tolist()
       results[impl] = demo_lib.Result(label, losses, ms,
                                       float(np.mean([o["accuracy"]
                                                      for o in outputs])))
   return results["ours"], results["native"]
+
+
+def _follow(impl: str, processes: list[Any], stall_timeout: float) -> None:
+  """Prints the workers' progress until they have all ended, one has failed,
+  or none has moved for ``stall_timeout`` seconds."""
+  last_line, last_move = "", time.monotonic()
+  while any(p.poll() is None for p in processes):
+    if any(p.poll() not in (None, 0) for p in processes):
+      return
+    progress = {i: tuple(v) for i, p in enumerate(processes)
+                if (v := _read_progress(p)) is not None}
+    line = progress_line(impl, progress) if progress else ""
+    if line != last_line:
+      print(line, flush=True)
+      last_line, last_move = line, time.monotonic()
+    elif time.monotonic() - last_move > stall_timeout:
+      return
+    time.sleep(0.5)
+
+
+def _collect(cluster: Any, label: str, processes: list[Any],
+             stall_timeout: float) -> list[Any]:
+  """The workers' results; stops any still running and raises RuntimeError
+  naming the first that failed (one that failed by itself before one that
+  was stopped)."""
+  running = [p for p in processes if p.poll() is None]
+  if running and all(p.poll() in (None, 0) for p in processes):
+    # Stalled: each stuck worker writes where it is to its stderr first
+    # (worker_main's faulthandler).
+    for process in running:
+      os.kill(process.pid, signal.SIGUSR1)
+    time.sleep(1.0)
+  finished = cluster.collect(processes, timeout=0.0)
+  failed = sorted((r for r in finished if r.returncode != 0 or r.timed_out),
+                  key=lambda r: r.timed_out)
+  if failed:
+    r = failed[0]
+    why = (f"no worker reported a step for {stall_timeout:.0f} s; stopped"
+           if r.timed_out else f"exit {r.returncode}")
+    raise RuntimeError(f"{label}: {r.task} failed ({why}):\n"
+                       f"{r.stderr[-3000:]}")
+  return finished
 
 
 def worker_main(argv: list[str]) -> None:
@@ -120,6 +152,8 @@ def worker_main(argv: list[str]) -> None:
                      ("seed", int), ("batch_size", int), ("samples", int)):
     p.add_argument("--" + name, type=kind, required=True)
   args = p.parse_args(argv)
+  # A worker the demo stops for making no progress first prints its stack.
+  faulthandler.register(signal.SIGUSR1)
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   demo_lib.quiet_deprecations()
@@ -166,11 +200,14 @@ def worker_main(argv: list[str]) -> None:
   losses, ms, accuracy = [], [], 0.0
 
   def wait_until(condition, what):
-    deadline = time.monotonic() + 60
+    # Polls the ps at 1 ms, then less often (up to every 50 ms): a worker
+    # waiting for its turn must not take the CPU the other one needs.
+    deadline, pause = time.monotonic() + 60, 0.001
     while not condition():
       if time.monotonic() > deadline:
         raise TimeoutError(f"worker {task_id}: {what} within 60 s")
-      time.sleep(0.002)
+      time.sleep(pause)
+      pause = min(2 * pause, 0.05)
 
   with v1.Session(target, config=config) as session:
     if extended.experimental_should_init:

@@ -198,7 +198,7 @@ def test_demo_cluster_trains_both_and_stops_its_servers(tmp_path):
        "--epochs", "1", "--samples", "256", "--batch_size", "32",
        "--json_out", str(out)],
       cwd=str(support.TESTS), capture_output=True, text=True,
-      timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+      timeout=600, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
   assert result.returncode == 0, result.stderr[-4000:]
   stdout = result.stdout
   assert "epoch  loss ours   loss native" in stdout
@@ -212,6 +212,58 @@ def test_demo_cluster_trains_both_and_stops_its_servers(tmp_path):
                     .replace("'", '"'))
   for address in spec["worker"] + spec["ps"]:
     assert not local_cluster.port_open(address), address
+
+
+def _demo_with_fake_workers(monkeypatch, programs):
+  """The demo's ``run_cluster`` with no servers, its workers running the
+  Python ``programs``; returns the worker processes it started."""
+  from compat_distribute.demo import cluster as cluster_demo
+  started = []
+
+  def start_workers(self, script, args=(), env=None, launcher=()):
+    for index, program in enumerate(programs):
+      process = self._popen([sys.executable, "-c", program], {})
+      process.task = f"/job:worker/task:{index}"
+      self._clients.append(process)
+      started.append(process)
+    return started
+  monkeypatch.setattr(local_cluster.LocalCluster, "start", lambda self: self)
+  monkeypatch.setattr(local_cluster.LocalCluster, "start_workers",
+                      start_workers)
+  return cluster_demo, started
+
+
+def test_demo_cluster_stops_at_the_first_failed_worker(monkeypatch):
+  # Worker 1 fails at once; worker 0 would wait a minute for its turn.  The
+  # demo stops worker 0 and reports worker 1's own error, not the stop.
+  cluster_demo, started = _demo_with_fake_workers(monkeypatch, [
+      "import time; time.sleep(60)",
+      "import sys; sys.exit('worker 1: the chief did not initialise')"])
+  with pytest.raises(RuntimeError) as raised:
+    cluster_demo.run_cluster(2, 1, epochs=1, seed=0, batch_size=8,
+                             samples=64)
+  assert str(raised.value).startswith(
+      "native TF: /job:worker/task:1 failed (exit 1):\n"
+      "worker 1: the chief did not initialise"), raised.value
+  assert [p.poll() is not None for p in started] == [True, True]
+
+
+def test_demo_cluster_reports_workers_that_make_no_progress(monkeypatch):
+  # Each stuck worker is asked for its stack before it is stopped.
+  stuck = ("import faulthandler, signal, sys, time; "
+           "faulthandler.register(signal.SIGUSR1); ")
+  cluster_demo, started = _demo_with_fake_workers(monkeypatch, [
+      stuck + "print('progress [1, 1, 4, 0.5]', file=sys.stderr); "
+      "time.sleep(60)",
+      stuck + "time.sleep(60)"])
+  with pytest.raises(RuntimeError) as raised:
+    cluster_demo.run_cluster(2, 1, epochs=1, seed=0, batch_size=8,
+                             samples=64, stall_timeout=2)
+  assert str(raised.value).startswith(
+      "native TF: /job:worker/task:0 failed (no worker reported a step for "
+      "2 s; stopped):\nprogress [1, 1, 4, 0.5]\n"), raised.value
+  assert 'File "<string>", line 1 in <module>' in str(raised.value)
+  assert [p.poll() is not None for p in started] == [True, True]
 
 
 def test_demo_cluster_shape_is_checked():
