@@ -21,24 +21,13 @@ import itertools
 import numpy as np
 import pytest
 import tensorflow as tf
+from fixtures import strategies
 
 from compat_distribute import _tf_private
-from compat_distribute import v1 as ours_v1
-from compat_distribute import v2 as ours_v2
 
 pytestmark = pytest.mark.parity
 
-CLASSES = {
-    ("native", "v2", "od"): tf.distribute.OneDeviceStrategy,
-    ("native", "v2", "cs"): tf.distribute.experimental.CentralStorageStrategy,
-    ("native", "v1", "od"): tf.compat.v1.distribute.OneDeviceStrategy,
-    ("native", "v1", "cs"):
-        tf.compat.v1.distribute.experimental.CentralStorageStrategy,
-    ("ours", "v2", "od"): ours_v2.OneDeviceStrategy,
-    ("ours", "v2", "cs"): ours_v2.experimental.CentralStorageStrategy,
-    ("ours", "v1", "od"): ours_v1.OneDeviceStrategy,
-    ("ours", "v1", "cs"): ours_v1.experimental.CentralStorageStrategy,
-}
+KINDS = {"od": "one_device", "cs": "central_storage"}
 
 
 def configs(facades, kinds, modes):
@@ -503,12 +492,26 @@ def _facade_of(strategy):
 
 
 def make(impl, facade, kind, device="/cpu:1"):
-  cls = CLASSES[(impl, facade, kind[:2])]
+  """``impl``'s strategy for ``kind``, made by ``fixtures.strategies``.
+
+  ``od`` runs on ``device``; ``cs<n>`` computes on /cpu:0../cpu:<n-1> with
+  variables on /cpu:0.
+  """
   if kind == "od":
-    return cls(device)
-  replicas = int(kind[2:])
-  return cls(compute_devices=[f"/cpu:{i}" for i in range(replicas)],
-             parameter_device="/cpu:0")
+    return strategies.strategy(impl, KINDS[kind], facade=facade,
+                               device=device)
+  return strategies.strategy(impl, KINDS[kind[:2]], int(kind[2:]),
+                             facade=facade, parameter_device="/cpu:0")
+
+
+def strategy_class(impl, facade, kind):
+  """The class ``make`` builds for ``kind`` (``od`` or ``cs``), for the
+  constructor cases to call with their own arguments."""
+  if impl == "native":
+    native = strategies.NATIVE if facade == "v2" else strategies.NATIVE_V1
+    return native[KINDS[kind]]
+  return strategies.ours_class("ours" if facade == "v2" else "ours_v1",
+                               KINDS[kind])
 
 
 def _plain(value):
@@ -588,7 +591,7 @@ def test_same_outcome_as_tensorflow(fn, config, shows):
 
 
 def _constructed(impl, facade, kind, args, kwargs):
-  strategy = CLASSES[(impl, facade, kind)](*args, **kwargs)
+  strategy = strategy_class(impl, facade, kind)(*args, **kwargs)
   with strategy.scope():
     v = tf.Variable(1.0)
   return list(strategy.extended.worker_devices), v.device

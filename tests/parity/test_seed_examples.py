@@ -28,6 +28,7 @@ import tensorflow as tf
 from compat_distribute import v1 as ours_v1
 from compat_distribute import v2 as ours_v2
 from conftest import cpu, in_mode  # pylint: disable=g-bad-import-order
+from fixtures import strategies
 from support.v1 import native_session_config
 
 pytestmark = pytest.mark.parity
@@ -52,18 +53,25 @@ def _graph_tensor_class():
 _GRAPH_TENSOR_CLASS = _graph_tensor_class()
 
 
+# (impl, facade) of ``fixtures.strategies`` for each module a program gets.
+_SIDES = {NATIVE[f]: ("native", f) for f in FACADES}
+_SIDES.update({OURS[f]: ("ours", f) for f in FACADES})
+
+
 def make(module, kind):
-  """``one_device`` on /cpu:1; ``central_default`` takes no arguments (this
+  """``module``'s ``kind`` strategy, made by ``fixtures.strategies``.
+
+  ``one_device`` runs on /cpu:1; ``central_default`` takes no arguments (this
   CPU-only host: one replica on CPU:0); ``central_<n>`` computes on
-  /cpu:0../cpu:<n-1> with variables on /cpu:0."""
+  /cpu:0../cpu:<n-1> with variables on /cpu:0.
+  """
+  impl, facade = _SIDES[module]
   if kind == "one_device":
-    return module.OneDeviceStrategy(device="/cpu:1")
+    return strategies.strategy(impl, kind, facade=facade, device="/cpu:1")
   if kind == "central_default":
-    return module.experimental.CentralStorageStrategy()
-  n = int(kind.split("_")[1])
-  return module.experimental.CentralStorageStrategy(
-      compute_devices=[f"/cpu:{i}" for i in range(n)],
-      parameter_device="/cpu:0")
+    return strategies.strategy(impl, "central_storage", None, facade=facade)
+  return strategies.strategy(impl, "central_storage", replicas(kind),
+                             facade=facade, parameter_device="/cpu:0")
 
 
 def replicas(kind):

@@ -6,13 +6,11 @@ with the native one on the same input.
 """
 import pytest
 import tensorflow as tf
+from fixtures import strategies
 
-from compat_distribute import v1 as distribute_v1
 from compat_distribute import v2 as distribute_v2
 
 pytestmark = pytest.mark.parity
-
-V1 = tf.compat.v1
 
 # TensorFlow's distribute tests match this part of the error raised when a
 # distributed dataset is iterated with iter() while building a TF1 graph.
@@ -20,19 +18,18 @@ GRAPH_ITER_PHRASE = "or when eager execution is enabled"
 
 
 def _pair(api, kind):
-  """(ours, native) strategies of one kind, built inside the current graph."""
-  if kind == "one_device":
-    if api == "v2":
-      return (distribute_v2.OneDeviceStrategy("/cpu:0"),
-              tf.distribute.OneDeviceStrategy("/cpu:0"))
-    return (distribute_v1.OneDeviceStrategy("/cpu:0"),
-            V1.distribute.OneDeviceStrategy("/cpu:0"))
-  devices = ["/cpu:0", "/cpu:1"]
-  if api == "v2":
-    return (distribute_v2.experimental.CentralStorageStrategy(devices),
-            tf.distribute.experimental.CentralStorageStrategy(devices))
-  return (distribute_v1.experimental.CentralStorageStrategy(devices),
-          V1.distribute.experimental.CentralStorageStrategy(devices))
+  """(ours, native) strategies of one kind, built inside the current graph.
+
+  Args:
+    api: ``v2`` or ``v1``, the facade whose classes are built.
+    kind: ``one_device`` (on ``/cpu:0``) or ``central_storage`` (on
+      ``/cpu:0`` and ``/cpu:1``).
+
+  Returns:
+    ``(ours, native)``, from ``fixtures.strategies.pair``.
+  """
+  replicas = 1 if kind == "one_device" else 2
+  return strategies.pair(kind, replicas, facade=api, device="/cpu:0")
 
 
 @pytest.mark.parametrize("api", ["v2", "v1"])
@@ -78,12 +75,8 @@ def test_iteration_still_works_eagerly_and_in_tf_function():
 # Known-infinite input keeps the static batch dimension.
 
 def _strategies(kind):
-  if kind == "one_device":
-    return (distribute_v2.OneDeviceStrategy("/cpu:0"),
-            tf.distribute.OneDeviceStrategy("/cpu:0"))
-  devices = ["/cpu:0", "/cpu:1"]
-  return (distribute_v2.experimental.CentralStorageStrategy(devices),
-          tf.distribute.experimental.CentralStorageStrategy(devices))
+  """(ours, native) strategies of one kind, of the v2 facade."""
+  return _pair("v2", kind)
 
 
 def _features(repeat, ragged=False):

@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from fixtures import strategies
 from support import keras as keras_support
 
-from compat_distribute import v1 as ours_v1
 from compat_distribute import v2 as ours_v2
 
 # slow: its module teardown frees every program's iterators, which waits for
@@ -36,8 +36,6 @@ pytestmark = [pytest.mark.parity, pytest.mark.slow]
 # or the bundled tf.keras on TensorFlow 2.12-2.15).
 keras = keras_support.keras
 tf_keras = keras_support.keras_2()
-NATIVE = {"v2": tf.distribute, "v1": tf.compat.v1.distribute}
-OURS = {"v2": ours_v2, "v1": ours_v1}
 FACADES = ["v2", "v1"]
 CONFIGS = ["one_device", "central_storage/1", "central_storage/2"]
 MODES = ["eager", "tf_function", "graph"]
@@ -138,13 +136,14 @@ class Seen:
 
 
 def make_strategy(side, facade, config):
-  api = (NATIVE if side == "native" else OURS)[facade]
+  """``side``'s (``native`` or ``ours``) strategy for ``config``, made by
+  ``fixtures.strategies``: OneDevice on /cpu:1, or CentralStorage on
+  ``central_storage/<n>`` CPUs with variables on /cpu:0."""
   if config == "one_device":
-    return api.OneDeviceStrategy("/cpu:1")
-  n = int(config.split("/")[1])
-  return api.experimental.CentralStorageStrategy(
-      compute_devices=[f"/cpu:{i}" for i in range(n)],
-      parameter_device="/cpu:0")
+    return strategies.strategy(side, config, facade=facade, device="/cpu:1")
+  kind, n = config.split("/")
+  return strategies.strategy(side, kind, int(n), facade=facade,
+                             parameter_device="/cpu:0")
 
 
 def _batches(n=16, batch=4):
