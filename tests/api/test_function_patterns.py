@@ -19,40 +19,28 @@ the values returned.
 """
 import os
 
+import conftest  # pylint: disable=unused-import  (logical CPUs first)
 import numpy as np
 import pytest
 import tensorflow as tf
-
-import conftest  # pylint: disable=unused-import  (logical CPUs first)
+from fixtures import strategies
 
 # slow: ~150 s of CPU in all (measured for issue 31); out of `tox -e quick`.
 pytestmark = pytest.mark.slow
 
-V1 = tf.compat.v1
-NATIVE = {
-    ("v2", "one_device"): tf.distribute.OneDeviceStrategy,
-    ("v2", "central"): tf.distribute.experimental.CentralStorageStrategy,
-    ("v1", "one_device"): V1.distribute.OneDeviceStrategy,
-    ("v1", "central"): V1.distribute.experimental.CentralStorageStrategy,
-}
 CONFIGS = ["one_device", "central_1", "central_2"]
 WITH_DEVICES = False
 
 
 def make(config, native, api="v2"):
-  if native:
-    classes = NATIVE
-  else:
-    from compat_distribute import v1, v2  # pylint: disable=g-import-not-at-top
-    mod = {"v1": v1, "v2": v2}
-    classes = {(a, "one_device"): mod[a].OneDeviceStrategy for a in mod}
-    classes.update({(a, "central"): mod[a].experimental.CentralStorageStrategy
-                    for a in mod})
+  """A fresh strategy for ``config`` (one of ``CONFIGS``; ``central_<n>`` is
+  CentralStorage on ``n`` CPUs): TensorFlow's if ``native``, else ours,
+  through the ``api`` facade (``v2`` or ``v1``)."""
+  impl = "native" if native else "ours"
   if config == "one_device":
-    return classes[(api, "one_device")]("/cpu:1")
-  n = int(config.split("_")[1])
-  return classes[(api, "central")](
-      compute_devices=[f"/cpu:{i}" for i in range(n)])
+    return strategies.strategy(impl, "one_device", facade=api)
+  replicas = int(config.split("_")[1])
+  return strategies.strategy(impl, "central_storage", replicas, facade=api)
 
 
 def plain(strategy, value):

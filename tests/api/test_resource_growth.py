@@ -19,26 +19,23 @@ import weakref
 
 import pytest
 import tensorflow as tf
+from fixtures import strategies
 
 from compat_distribute.replicas import threads as replica_threads
 from compat_distribute.replicas import workers as replica_workers
-from compat_distribute import v1 as ours_v1
-from compat_distribute import v2 as ours
 
 # slow: each test repeats a pattern to count what it leaves (~100 s of CPU in
 # all); out of `tox -e quick`.
 pytestmark = pytest.mark.slow
 
 KINDS = ["one_device", "central_storage/2", "central_storage/3"]
-NATIVE_CENTRAL_STORAGE = tf.distribute.experimental.CentralStorageStrategy
 
 
-def _make(kind, facade=ours):
-  if kind == "one_device":
-    return facade.OneDeviceStrategy("/cpu:1")
-  n = int(kind.split("/")[1])
-  return facade.experimental.CentralStorageStrategy(
-      [f"/cpu:{i}" for i in range(n)])
+def _make(kind, facade="v2"):
+  """Our strategy for ``kind`` (one of ``KINDS``; ``central_storage/<n>`` is
+  CentralStorage on ``n`` CPUs) through the ``facade`` (``v2`` or ``v1``)."""
+  name, _, replicas = kind.partition("/")
+  return strategies.strategy("ours", name, int(replicas or 1), facade=facade)
 
 
 class Boom(Exception):
@@ -336,9 +333,7 @@ def test_traced_all_reduce_keeps_no_model_alive(impl):
   TensorFlow's gradient registry) and holds the replica context; the
   context must not hold the run's function (here a bound method of a
   model-like object), as native TensorFlow's does not."""
-  devices = ["/cpu:0", "/cpu:1"]
-  strategy = (NATIVE_CENTRAL_STORAGE(devices) if impl == "native" else
-              ours.experimental.CentralStorageStrategy(devices))
+  strategy = strategies.strategy(impl, "central_storage", 2)
 
   def train_and_drop():
     trainer = _Trainer(strategy)
@@ -378,7 +373,7 @@ def test_keras_model_fit_in_scope_is_collected():
 
 # -- strategies, variables, input ---------------------------------------------
 
-@pytest.mark.parametrize("facade", [ours, ours_v1], ids=["v2", "v1"])
+@pytest.mark.parametrize("facade", ["v2", "v1"])
 @pytest.mark.parametrize("kind", KINDS)
 def test_dropped_strategy_is_collected(kind, facade):
   x = tf.constant([1.0, 2.0])
@@ -447,7 +442,7 @@ def test_v1_graphs_and_strategies_are_freed(kind):
   def build_and_drop():
     graph = tf.Graph()
     with graph.as_default():
-      strategy = _make(kind, ours_v1)
+      strategy = _make(kind, "v1")
       dataset = tf.compat.v1.data.Dataset.range(36).map(
           lambda i: tf.cast(i, tf.float32)).batch(6)
       iterator = strategy.make_dataset_iterator(dataset)

@@ -18,14 +18,10 @@ import warnings
 
 import pytest
 import tensorflow as tf
-
-from compat_distribute import v1 as ours_v1
-from compat_distribute import v2 as ours_v2
+from fixtures import strategies
 
 pytestmark = pytest.mark.parity
 
-NATIVE = {"v1": tf.compat.v1.distribute, "v2": tf.distribute}
-OURS = {"v1": ours_v1, "v2": ours_v2}
 PROTOCOLS = ("next", "iter", "len", "bool", "with", "index", "repr", "hash",
              "eq")
 # (object, protocol) -> (native's word, ours) where we differ on purpose.
@@ -74,10 +70,12 @@ def _word(obj, protocol):
   return type(result).__name__  # bool, int, str
 
 
-def _strategy(module, kind):
-  if kind == "one_device":
-    return module.OneDeviceStrategy("/cpu:0")
-  return module.experimental.CentralStorageStrategy(["/cpu:0", "/cpu:1"])
+def _strategy(impl, kind, api):
+  """A fresh ``kind`` strategy of ``impl`` (``ours`` or ``native``) through
+  the ``api`` facade: OneDevice on ``/cpu:0``, CentralStorage on two CPUs."""
+  replicas = 1 if kind == "one_device" else 2
+  return strategies.strategy(impl, kind, replicas, facade=api,
+                             device="/cpu:0")
 
 
 def _run_objects(strategy):
@@ -92,8 +90,8 @@ def _run_objects(strategy):
           "replica_ctx": contexts[0]}
 
 
-def _objects(module, kind, api, iterate_dataset):
-  strategy = _strategy(module, kind)
+def _objects(impl, kind, api, iterate_dataset):
+  strategy = _strategy(impl, kind, api)
   dataset = tf.data.Dataset.range(8).batch(2)
   objects = {"strategy": strategy, "extended": strategy.extended,
              "scope": strategy.scope(),
@@ -117,7 +115,7 @@ def _objects(module, kind, api, iterate_dataset):
   return objects
 
 
-def _table(module, kind, api, mode):
+def _table(impl, kind, api, mode):
   table = {}
 
   def fill(objects):
@@ -129,16 +127,16 @@ def _table(module, kind, api, mode):
     warnings.simplefilter("ignore")
     if mode == "graph":
       with tf.Graph().as_default():
-        objects = _objects(module, kind, api, iterate_dataset=False)
+        objects = _objects(impl, kind, api, iterate_dataset=False)
         objects.update(_run_objects(objects["strategy"]))
         fill(objects)
     elif mode == "eager":
-      objects = _objects(module, kind, api, iterate_dataset=True)
+      objects = _objects(impl, kind, api, iterate_dataset=True)
       objects.update(_run_objects(objects["strategy"]))
       fill(objects)
     else:
       # Variables cannot be made on every trace: made eagerly, used inside.
-      objects = _objects(module, kind, api, iterate_dataset=True)
+      objects = _objects(impl, kind, api, iterate_dataset=True)
 
       def traced():
         objects.update(_run_objects(objects["strategy"]))
@@ -154,8 +152,8 @@ def _table(module, kind, api, mode):
 @pytest.mark.parametrize("kind", ["one_device", "central_storage"])
 @pytest.mark.parametrize("api", ["v1", "v2"])
 def test_protocols_as_native(api, kind, mode):
-  native = _table(NATIVE[api], kind, api, mode)
-  ours = _table(OURS[api], kind, api, mode)
+  native = _table("native", kind, api, mode)
+  ours = _table("ours", kind, api, mode)
   assert set(ours) == set(native)
   differences = {key: (native[key], ours[key]) for key in native
                  if native[key] != ours[key]}
