@@ -123,8 +123,7 @@ def test_per_replica_in_central_storage_from_function_as_native():
   # TensorFlow's CentralStorage rejects placing and fetching together
   # (ValueError, before anything else) and, fetching to the devices, builds
   # the one pipeline PER_WORKER builds.
-  ours = distribute.experimental.CentralStorageStrategy([cpu(0), cpu(1)])
-  theirs = tf.distribute.experimental.CentralStorageStrategy([cpu(0), cpu(1)])
+  ours, theirs = strategies.pair("central_storage", 2)
   fn = lambda _: tf.data.Dataset.range(5)
   results = []
   for strategy in (ours, theirs):

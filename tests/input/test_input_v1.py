@@ -12,6 +12,7 @@ import tensorflow as tf
 from compat_distribute import input as input_lib
 from compat_distribute import v1 as distribute_v1
 from conftest import cpu
+from fixtures import strategies
 from support.input import fake_workers
 
 V1 = tf.compat.v1
@@ -23,10 +24,10 @@ def _config():
 
 
 def _native(n):
-  if n == 1:
-    return V1.distribute.OneDeviceStrategy("/cpu:1")
-  return V1.distribute.experimental.CentralStorageStrategy(
-      [f"/cpu:{i}" for i in range(n)])
+  """TensorFlow's v1 strategy with ``n`` replicas (OneDevice on /cpu:1 for
+  one, else CentralStorage on /cpu:0../cpu:<n-1>)."""
+  kind = "one_device" if n == 1 else "central_storage"
+  return strategies.strategy("native", kind, n, facade="v1")
 
 
 def _ours(n, dataset=None, input_fn=None):

@@ -13,8 +13,8 @@ import tensorflow as tf
 
 from compat_distribute.runtime import logs
 from compat_distribute import v1
-from compat_distribute import v2
 from conftest import cpu
+from fixtures import strategies
 from support import v1 as sup
 from support.v1 import CONFIGS, make_native, make_ours
 
@@ -224,24 +224,19 @@ def test_update_config_proto_returns_modified_copy(config):
   assert updated == expected
 
 
-V2_PAIRS = {
-    "one_device": (lambda: v2.OneDeviceStrategy(cpu(1)),
-                   lambda: tf.distribute.OneDeviceStrategy(cpu(1))),
-    "central_storage/2": (
-        lambda: v2.experimental.CentralStorageStrategy([cpu(0), cpu(1)]),
-        lambda: tf.distribute.experimental.CentralStorageStrategy(
-            [cpu(0), cpu(1)])),
-}
+# The v2 classes beside TensorFlow's: (kind, replicas) of each config.
+V2_PAIRS = {"one_device": ("one_device", 1),
+            "central_storage/2": ("central_storage", 2)}
 
 
 @pytest.mark.parametrize("config", sorted(V2_PAIRS))
 def test_v2_update_config_proto_matches_native(config):
   # The v2 classes have update_config_proto too (TF's StrategyBase):
   # CentralStorage isolates session state there as well.
-  make_ours_v2, make_native_v2 = V2_PAIRS[config]
+  ours_v2, native_v2 = strategies.pair(*V2_PAIRS[config])
   original = tf.compat.v1.ConfigProto(allow_soft_placement=True)
-  updated = make_ours_v2().update_config_proto(original)
-  expected = make_native_v2().update_config_proto(original)
+  updated = ours_v2.update_config_proto(original)
+  expected = native_v2.update_config_proto(original)
   assert updated.isolate_session_state == (config != "one_device")
   expected.device_count["CPU"] = updated.device_count["CPU"]
   assert updated == expected
@@ -249,12 +244,12 @@ def test_v2_update_config_proto_matches_native(config):
 
 @pytest.mark.parametrize("config", sorted(V2_PAIRS))
 def test_v2_configure_updates_in_place_as_native(config):
-  make_ours_v2, make_native_v2 = V2_PAIRS[config]
+  ours_v2, native_v2 = strategies.pair(*V2_PAIRS[config])
   ours, native = tf.compat.v1.ConfigProto(), tf.compat.v1.ConfigProto()
   with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
-    make_ours_v2().configure(ours)
-  make_native_v2().configure(native)
+    ours_v2.configure(ours)
+  native_v2.configure(native)
   assert ours.isolate_session_state == native.isolate_session_state
 
 
@@ -403,8 +398,6 @@ def test_run_steps_on_iterator_as_native_one_device(graph_mode):
 
 
 def test_run_steps_on_iterator_not_in_central_storage_as_native():
-  for strategy in (v1.experimental.CentralStorageStrategy([cpu(0), cpu(1)]),
-                   tf.compat.v1.distribute.experimental.CentralStorageStrategy(
-                       [cpu(0), cpu(1)])):
+  for strategy in strategies.pair("central_storage", 2, facade="v1"):
     with pytest.raises(NotImplementedError):
       strategy.extended.experimental_run_steps_on_iterator(lambda *a: a, None)

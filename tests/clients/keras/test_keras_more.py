@@ -141,21 +141,17 @@ def test_layer_first_built_inside_run_as_native_eagerly_and_when_traced():
   Eagerly ours matches TensorFlow's.  In a ``tf.function`` with two replicas
   TensorFlow fails (it compares the new variables with ``==``); ours builds
   it as eagerly (docs/central_storage.md).  Under Keras 2 both build it."""
-  from compat_distribute import v2 as distribute  # pylint: disable=g-import-not-at-top
-  devices = ["/cpu:0", "/cpu:1"]
-  ours = distribute.experimental.CentralStorageStrategy(devices)
-  native = tf.distribute.experimental.CentralStorageStrategy(devices)
+  ours, native = strategies.pair("central_storage", 2)
   eager = _layer_built_in_run(ours, traced=False)
   assert eager == _layer_built_in_run(native, traced=False)
   assert eager[0] == [[[3.0] * 4] * 2] * 2
   assert {device for _, device in eager[1]} == {
       "/job:localhost/replica:0/task:0/device:CPU:0"}
   assert _layer_built_in_run(
-      distribute.experimental.CentralStorageStrategy(devices),
-      traced=True) == eager
+      strategies.strategy("ours", "central_storage", 2), traced=True) == eager
   # Keras 3 makes the variables in a way TensorFlow's CentralStorage fails
   # on; Keras 2's layers build there as eagerly.
-  native_strategy = tf.distribute.experimental.CentralStorageStrategy(devices)
+  native_strategy = strategies.strategy("native", "central_storage", 2)
   if KERAS_3:
     with pytest.raises(tf.errors.OperatorNotAllowedInGraphError):
       _layer_built_in_run(native_strategy, traced=True)
