@@ -82,9 +82,10 @@ def test_values_from_function_returns_value_as_is():
 
 
 def test_numpy_dataset_matches_native_and_stays_on_host():
-  ours = distribute.OneDeviceStrategy(DEVICE)
+  ours = strategies.strategy("ours", "one_device", device=DEVICE)
   # TF2's native strategy dropped the method; the v1 class still has it.
-  theirs = tf.compat.v1.distribute.OneDeviceStrategy(DEVICE)
+  theirs = strategies.strategy("native", "one_device", facade="v1",
+                               device=DEVICE)
   data = {"a": np.arange(6.).reshape(3, 2), "b": np.array([1, 2, 3])}
   dataset = ours.experimental_make_numpy_dataset(data)
   assert isinstance(dataset, tf.data.Dataset)

@@ -233,8 +233,10 @@ def test_numpy_dataset_matches_native_in_graph():
       element = iterator.get_next()
       return [sess.run(element) for _ in range(6)], dataset.element_spec
 
-  ours = read(lambda: distribute_v1.OneDeviceStrategy("/cpu:0"))
-  theirs = read(lambda: V1.distribute.OneDeviceStrategy("/cpu:0"))
+  ours = read(lambda: strategies.strategy("ours", "one_device", facade="v1",
+                                          device="/cpu:0"))
+  theirs = read(lambda: strategies.strategy("native", "one_device",
+                                            facade="v1", device="/cpu:0"))
   assert repr(ours) == repr(theirs)
   # Native cannot feed string arrays (it divides by the dtype's size, 0).
   data = (data[0], np.array(["a", "b", "c", "d", "e", "f"]))

@@ -11,7 +11,6 @@ import pytest
 import tensorflow as tf
 
 from compat_distribute import _tf_private
-from compat_distribute import v2 as distribute
 from fixtures import strategies
 
 pytestmark = pytest.mark.parity
@@ -249,9 +248,9 @@ def test_input_and_variables_refuse_another_strategys_scope(kind):
   # with no strategy or the owning one current ("Mixing different
   # tf.distribute.Strategy objects").
   ours, native = _STRATEGIES[kind].pair()
-  expected = _under_another_strategy(
-      native, tf.distribute.OneDeviceStrategy("/cpu:1"))
-  got = _under_another_strategy(ours, distribute.OneDeviceStrategy("/cpu:1"))
+  another_ours, another_native = strategies.pair("one_device")
+  expected = _under_another_strategy(native, another_native)
+  got = _under_another_strategy(ours, another_ours)
   assert got == expected
   assert expected["next"] == "RuntimeError"
 

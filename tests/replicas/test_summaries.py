@@ -4,7 +4,7 @@ import glob
 import pytest
 import tensorflow as tf
 
-from compat_distribute import v2 as distribute
+from fixtures import strategies
 
 
 def _count_written(logdir):
@@ -42,9 +42,7 @@ def _written_and_flags(strategy, logdir, with_merge_call, use_function):
 @pytest.mark.parametrize("use_function", [False, True])
 def test_only_replica_zero_writes(tmp_path, replicas, with_merge_call,
                                   use_function):
-  devices = [f"/cpu:{i}" for i in range(replicas)]
-  native = tf.distribute.experimental.CentralStorageStrategy(devices)
-  ours = distribute.experimental.CentralStorageStrategy(devices)
+  ours, native = strategies.pair("central_storage", replicas)
   expected = _written_and_flags(native, str(tmp_path / "native"),
                                 with_merge_call, use_function)
   got = _written_and_flags(ours, str(tmp_path / "ours"), with_merge_call,

@@ -390,9 +390,10 @@ def _run_steps(strategy, graph_mode):
 def test_run_steps_on_iterator_as_native_one_device(graph_mode):
   # TensorFlow's OneDeviceStrategy keeps this deprecated API (TF's
   # minimize_loss and step_fn tests use it).
-  ours = _run_steps(v1.OneDeviceStrategy("/cpu:0"), graph_mode)
-  native = _run_steps(tf.compat.v1.distribute.OneDeviceStrategy("/cpu:0"),
-                      graph_mode)
+  ours_v1, native_v1 = strategies.pair("one_device", facade="v1",
+                                       device="/cpu:0")
+  ours = _run_steps(ours_v1, graph_mode)
+  native = _run_steps(native_v1, graph_mode)
   assert ours == native
   assert ours == (6.0, 3.0, 3.0, ("ran",))
 
