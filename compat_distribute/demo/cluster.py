@@ -36,6 +36,8 @@ from compat_distribute.cluster import local as local_cluster
 from compat_distribute.cluster import local_served
 
 _PROGRESS = "progress "
+# The signal that asks a stuck worker for its Python stack (none on Windows).
+_STACK_SIGNAL = getattr(signal, "SIGUSR1", None)
 
 
 def progress_line(label: str, progress: dict[int, tuple]) -> str:
@@ -126,12 +128,14 @@ def _collect(cluster: Any, label: str, processes: list[Any],
   """The workers' results; stops any still running and raises RuntimeError
   naming the first that failed (one that failed by itself before one that
   was stopped)."""
-  running = [p for p in processes if p.poll() is None]
-  if running and all(p.poll() in (None, 0) for p in processes):
-    # Stalled: each stuck worker writes where it is to its stderr first
+  stalled = (any(p.poll() is None for p in processes) and
+             all(p.poll() in (None, 0) for p in processes))
+  if stalled and _STACK_SIGNAL is not None:
+    # Each stuck worker writes where it is to its stderr first
     # (worker_main's faulthandler).
-    for process in running:
-      os.kill(process.pid, signal.SIGUSR1)
+    for process in processes:
+      if process.poll() is None:  # not yet reaped: its pid is still its own
+        os.kill(process.pid, _STACK_SIGNAL)
     time.sleep(1.0)
   finished = cluster.collect(processes, timeout=0.0)
   failed = sorted((r for r in finished if r.returncode != 0 or r.timed_out),
@@ -153,7 +157,8 @@ def worker_main(argv: list[str]) -> None:
     p.add_argument("--" + name, type=kind, required=True)
   args = p.parse_args(argv)
   # A worker the demo stops for making no progress first prints its stack.
-  faulthandler.register(signal.SIGUSR1)
+  if _STACK_SIGNAL is not None:
+    faulthandler.register(_STACK_SIGNAL)
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   demo_lib.quiet_deprecations()
