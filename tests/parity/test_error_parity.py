@@ -504,16 +504,6 @@ def make(impl, facade, kind, device="/cpu:1"):
                              facade=facade, parameter_device="/cpu:0")
 
 
-def strategy_class(impl, facade, kind):
-  """The class ``make`` builds for ``kind`` (``od`` or ``cs``), for the
-  constructor cases to call with their own arguments."""
-  if impl == "native":
-    native = strategies.NATIVE if facade == "v2" else strategies.NATIVE_V1
-    return native[KINDS[kind]]
-  return strategies.ours_class("ours" if facade == "v2" else "ours_v1",
-                               KINDS[kind])
-
-
 def _plain(value):
   """A comparable form of a result: nested lists of numbers, else a type
   name."""
@@ -591,7 +581,8 @@ def test_same_outcome_as_tensorflow(fn, config, shows):
 
 
 def _constructed(impl, facade, kind, args, kwargs):
-  strategy = strategy_class(impl, facade, kind)(*args, **kwargs)
+  strategy = strategies.strategy_class(impl, KINDS[kind], facade)(*args,
+                                                                 **kwargs)
   with strategy.scope():
     v = tf.Variable(1.0)
   return list(strategy.extended.worker_devices), v.device
