@@ -5,11 +5,13 @@ choice of strategy, with ours where that choice is ``OneDeviceStrategy``.
   described by hand: TPUs, one or several GPUs, CPUs, ``TF_CONFIG`` and
   ``TPU_NAME``, and which choices give way to the next when they fail.
 * On this machine, in fresh processes: ours against the documented answer
-  on every TensorFlow, and against TensorFlow's own ``auto_strategy``
-  where it has one (2.23 on), for the environments a CPU machine can show
-  (``TF_CONFIG`` in its forms, ``TPU_NAME=local``, a multi-worker cluster
-  of two processes on 127.0.0.1, and that cluster asked for after the
-  runtime started).
+  on every TensorFlow (tests named ``..._documented_rules``), and against
+  TensorFlow's own ``auto_strategy`` where it has one (tests named
+  ``..._matches_tensorflows``, which run it; they skip, saying so, on a
+  TensorFlow without it: everything before the 2.23 nightly), for the
+  environments a CPU machine can show (``TF_CONFIG`` in its forms,
+  ``TPU_NAME=local``, a multi-worker cluster of two processes on
+  127.0.0.1, and that cluster asked for after the runtime started).
 * ``install()`` and the runner: TensorFlow's name is ours where TensorFlow
   has one, and no name is added where it has none.
 """
@@ -35,6 +37,9 @@ install_lib = importlib.import_module("compat_distribute.install")
 TESTS = support.TESTS
 PROBE = TESTS / "fixtures" / "auto_strategy_probe.py"
 NATIVE = getattr(tf.distribute.experimental, "auto_strategy", None)
+needs_native = pytest.mark.skipif(
+    NATIVE is None, reason=f"TensorFlow {tf.__version__} has no "
+    "tf.distribute.experimental.auto_strategy (the 2.23 nightly has)")
 CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
 
 
@@ -137,7 +142,7 @@ RULES = {
 
 
 @pytest.mark.parametrize("name", sorted(RULES))
-def test_choices_follow_the_rules(name):
+def test_choices_follow_the_documented_rules(name):
   machine, expected = RULES[name]
   assert list(auto.choices(machine)) == expected
 
@@ -216,18 +221,24 @@ def test_this_machine_gets_our_one_device_strategy_on_the_first_cpu():
   assert weight.device == CPU0
   result = strategy.run(lambda: weight * 3.0)
   assert float(strategy.reduce("SUM", result, axis=None)) == 6.0
-  if NATIVE is not None:  # TensorFlow 2.23 on
-    native = NATIVE()
-    assert type(native).__module__.startswith("tensorflow.")
-    assert _describe(native) == _describe(strategy)
 
 
-def test_takes_no_arguments_as_tensorflows():
+@needs_native
+def test_this_machine_choice_matches_tensorflows():
+  native = NATIVE()
+  assert type(native).__module__.startswith("tensorflow.")
+  assert _describe(native) == _describe(v2.experimental.auto_strategy())
+
+
+def test_takes_no_arguments():
   with pytest.raises(TypeError):
     v2.experimental.auto_strategy("/cpu:0")  # pylint: disable=too-many-function-args
-  if NATIVE is not None:
-    with pytest.raises(TypeError):
-      NATIVE("/cpu:0")  # pylint: disable=too-many-function-args
+
+
+@needs_native
+def test_takes_no_arguments_as_tensorflows():
+  with pytest.raises(TypeError):
+    NATIVE("/cpu:0")  # pylint: disable=too-many-function-args
 
 
 # -- this machine, in fresh processes: ours against TensorFlow's ----------------
@@ -270,21 +281,31 @@ def cases_report():
 
 @pytest.mark.subprocess
 @pytest.mark.parametrize("name,expected", [(c[0], c[2]) for c in CASES])
-def test_choice_on_this_machine_matches_tensorflows(cases_report, name,
-                                                     expected):
+def test_choice_on_this_machine_follows_the_documented_rules(
+    cases_report, name, expected):
   report = cases_report["report"][name]
   assert set(report) == ({"ours", "native"} if cases_report["native"]
                          else {"ours"})
   assert cases_report["native"] == (NATIVE is not None)
   if expected == "one_device":
     assert report["ours"] == _one_device(ours=True)
-    if "native" in report:
-      assert report["native"] == _one_device(ours=False)
   else:
     assert report["ours"]["error"] == expected
     assert "program startup" in report["ours"]["message"]
-    if "native" in report:
-      assert report["native"]["error"] == expected
+
+
+@needs_native
+@pytest.mark.subprocess
+@pytest.mark.parametrize("name,expected", [(c[0], c[2]) for c in CASES])
+def test_choice_on_this_machine_matches_tensorflows(cases_report, name,
+                                                     expected):
+  report = cases_report["report"][name]
+  ours, native = report["ours"], report["native"]
+  if expected == "one_device":
+    assert native == _one_device(ours=False)
+    assert {**ours, "ours": False} == native
+  else:
+    assert native["error"] == ours["error"] == expected
 
 
 def _cluster(impl):
@@ -325,9 +346,14 @@ def test_two_workers_get_tensorflows_multi_worker_strategy():
   # compat_distribute implements no multi-worker strategy: TensorFlow's.
   assert _cluster("ours") == [_multi_worker(0, False),
                               _multi_worker(1, False)]
-  if NATIVE is not None:
-    assert _cluster("native") == [_multi_worker(0, False),
-                                  _multi_worker(1, False)]
+
+
+@needs_native
+@pytest.mark.cluster
+@pytest.mark.subprocess
+def test_two_workers_choice_matches_tensorflows():
+  assert _cluster("native") == [_multi_worker(0, False),
+                                _multi_worker(1, False)]
 
 
 # -- install() and the runner --------------------------------------------------

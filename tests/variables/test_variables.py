@@ -132,9 +132,10 @@ def test_numpy_array_iteration_bool():
 
 
 def test_equality_is_elementwise_like_tf_variable():
-  w, _ = make_pair([1.0, 2.0])
-  np.testing.assert_array_equal(w == [1.0, 3.0], [True, False])
-  np.testing.assert_array_equal(w != [1.0, 3.0], [False, True])
+  w, p = make_pair([1.0, 2.0])
+  for v in (w, p):
+    np.testing.assert_array_equal(v == [1.0, 3.0], [True, False])
+    np.testing.assert_array_equal(v != [1.0, 3.0], [False, True])
 
 
 # -- updates with one replica: straight through -----------------------------
