@@ -3,6 +3,11 @@
 A test's timeout or ``kill -9`` gives a ``ServedCluster`` / ``LocalCluster``
 no chance to stop its tasks; they must not outlive it (a ``serve`` task
 waiting for its chief, a chief stuck inside TensorFlow).
+
+``end_with_parent`` itself runs only in child processes here, never in
+the pytest process: its parent-is-gone path ends the calling process, and
+where pytest's parent is PID 1 (a container's init) a stale mark would
+take that path and end the session.
 """
 import json
 import os
@@ -46,6 +51,41 @@ PARENT = textwrap.dedent("""\
     """)
 
 
+# A child process: loads lifetime.py by its path (no TensorFlow import),
+# calls end_with_parent with the mark in its environment, prints the result
+# and what is left of the mark, then sleeps (so it ends only if the call
+# armed the end).  argv[1]: the poll interval.
+CHILD = textwrap.dedent("""\
+    import importlib.util, json, os, sys, time
+    spec = importlib.util.spec_from_file_location("lifetime", {path!r})
+    lifetime = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lifetime)
+    acted = lifetime.end_with_parent(poll_seconds=float(sys.argv[1]))
+    print(json.dumps([acted, os.environ.get(lifetime.PARENT_VARIABLE)]),
+          flush=True)
+    time.sleep(120)
+    """).format(path=lifetime.__file__)
+
+# The parent: starts one child marked as started from its main thread
+# (kernel signal and watcher) and one marked as started from another
+# thread (watcher only), waits until each has called end_with_parent,
+# prints their pids and what they said, and exits.
+EXITING_PARENT = textwrap.dedent("""\
+    import json, os, subprocess, sys
+    child_script = sys.argv[1]
+    children = []
+    for started_from in ("main", "thread"):
+      env = dict(os.environ)
+      env[{variable!r}] = f"{{os.getpid()}}:{{started_from}}"
+      children.append(subprocess.Popen(
+          [sys.executable, child_script, "0.05"], env=env,
+          stdout=subprocess.PIPE, text=True))
+    said = [json.loads(child.stdout.readline()) for child in children]
+    print(json.dumps([[c.pid for c in children], said]), flush=True)
+    os._exit(0)
+    """).format(variable=lifetime.PARENT_VARIABLE)
+
+
 def _alive(pid: int) -> bool:
   try:
     with open(f"/proc/{pid}/stat") as f:
@@ -75,11 +115,50 @@ def test_unmarked_process_is_left_alone():
   assert environ == {"OTHER": "x"}
 
 
-def test_mark_of_another_parent_is_removed_and_ignored():
-  # Our parent is pytest's parent, not pid 2**22 + 1: a stale mark.
-  environ = {lifetime.PARENT_VARIABLE: f"{2**22 + 1}:main"}
-  assert lifetime.end_with_parent(environ) is False
-  assert lifetime.PARENT_VARIABLE not in environ
+@pytest.mark.subprocess
+def test_mark_of_another_parent_is_removed_and_ignored(tmp_path):
+  # In a child of pytest (never pytest itself): its parent is pytest, not
+  # pid 2**22 + 1, a stale mark; it returns False and lives on.
+  child_script = tmp_path / "child.py"
+  child_script.write_text(CHILD)
+  child = subprocess.Popen(
+      [sys.executable, str(child_script), "0.05"], stdout=subprocess.PIPE,
+      text=True, env={**os.environ,
+                      lifetime.PARENT_VARIABLE: f"{2**22 + 1}:main"})
+  try:
+    assert json.loads(child.stdout.readline()) == [False, None]
+    assert child.poll() is None, "a stale mark ended the process"
+  finally:
+    child.kill()
+    child.wait(timeout=10)
+    child.stdout.close()
+
+
+@pytest.mark.subprocess
+def test_children_end_by_themselves_when_their_parent_exits(tmp_path):
+  child_script = tmp_path / "child.py"
+  child_script.write_text(CHILD)
+  parent_script = tmp_path / "exiting_parent.py"
+  parent_script.write_text(EXITING_PARENT)
+  parent = subprocess.Popen(
+      [sys.executable, str(parent_script), str(child_script)],
+      stdout=subprocess.PIPE, text=True)
+  pids = []
+  try:
+    pids, said = json.loads(parent.stdout.readline())
+    # Each acted and took the mark out of its environment.
+    assert said == [[True, None], [True, None]]
+    assert parent.wait(timeout=30) == 0
+    assert _wait_until(lambda: not any(_alive(pid) for pid in pids), 30), (
+        f"children outlived their exited parent: "
+        f"{[pid for pid in pids if _alive(pid)]}")
+  finally:
+    parent.kill()
+    parent.wait(timeout=10)
+    parent.stdout.close()
+    for pid in pids:
+      if _alive(pid):
+        os.kill(pid, 9)
 
 
 @pytest.mark.subprocess
