@@ -10,7 +10,9 @@ to 2.15 have them all, 2.16 and later none of those marked *removed*:
   ``tpu.tpu_embedding``, ``tpu.tpu_embedding_gradient``).  Putting a module
   in ``sys.modules`` under one of these names (``register_module``) is the
   only way to let ``from tensorflow.python... import ...`` in Estimator's
-  unmodified sources succeed; these four are the only names registered.
+  unmodified sources succeed; these four are the only ``tensorflow.python``
+  module names registered (everything the package registers is listed in
+  ``compat_distribute._tf_private``'s docstring).
 * ``tensorflow.python.util.tf_export`` -- its ``ESTIMATOR_API_NAME``,
   ``API_ATTRS`` and ``API_ATTRS_V1`` entries for ``"estimator"`` (*removed*
   in 2.16): Estimator's ``estimator_export`` decorator, run on every class
