@@ -1,8 +1,16 @@
 """README.md, as a newcomer reads it: two set-up commands (the demo and the
 tests), and the parts of the package it must not leave out (the cluster
 strategy, the command line, installing for one's own code); every link
-resolves."""
+resolves; the tf.distribute spelling of first.py runs under
+``python -m compat_distribute run`` with ours and prints what it shows."""
+import os
 import re
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+
 import support
 
 ROOT = support.ROOT
@@ -43,3 +51,45 @@ def test_the_extras_named_exist():
   setup = (ROOT / "setup.py").read_text()
   for extra in ("cpu", "gpu"):
     assert f'"{extra}": [' in setup, extra
+
+
+def test_two_commands_are_named_where_they_are_promised():
+  sentence = re.search(r"two commands set up\s+everything themselves(.*?)\n\n",
+                       README, re.S)
+  assert sentence, "README.md no longer says 'two commands set up ...'"
+  text = " ".join(sentence.group(1).split())
+  for command in ("pip install tox && tox -e demo", "pip install tox && tox p"):
+    assert f"`{command}`" in text, command
+
+
+RUN_PROGRAM = re.search(
+    r"```python\n(# first\.py, as written for tf\.distribute\n.*?)```\n"
+    r".*?```text\n(.*?)```", README, re.S)
+
+
+@pytest.mark.subprocess
+def test_the_tf_distribute_first_py_runs_under_run_with_ours(tmp_path):
+  assert RUN_PROGRAM, "README.md: the tf.distribute first.py and its output"
+  source, shown = RUN_PROGRAM.groups()
+  assert "compat_distribute" not in source  # TensorFlow's spelling only
+  script = tmp_path / "first.py"
+  script.write_text(source)
+  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+  printed = {}
+  for how, command in (("run", ["-m", "compat_distribute", "run"]),
+                       ("plain", [])):
+    result = subprocess.run([sys.executable, *command, str(script)],
+                            cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+    printed[how] = result.stdout.strip().splitlines()
+  shown = shown.strip().splitlines()
+  assert printed["run"][0] == shown[0] == (
+      "compat_distribute.strategies.one_device")
+  assert printed["plain"][0] == (
+      "tensorflow.python.distribute.one_device_strategy")
+  assert re.fullmatch(r"learnt: y = -?\d+\.\d\d x \+ -?\d+\.\d\d",
+                      printed["run"][1])
+  assert len(printed["run"]) == len(shown) == 2
+  if tf.__version__ == "2.21.0":  # the numbers the README shows
+    assert printed["run"][1] == printed["plain"][1] == shown[1]
