@@ -52,11 +52,13 @@ from compat_distribute.runtime import logs
 OVERRIDE_VARIABLE = "COMPAT_DISTRIBUTE_KERAS"
 EXPLAIN_VARIABLE = "COMPAT_DISTRIBUTE_KERAS_EXPLAIN"
 LEGACY_KERAS_VARIABLE = "TF_USE_LEGACY_KERAS"
-# Modules whose import means Estimator (a name, or a module below one).
-ESTIMATOR_MODULES = (
-    "tensorflow_estimator", "tensorflow.estimator",
-    "tensorflow.python.estimator", "tensorflow.compat.v1.estimator",
-    "tensorflow.compat.v2.estimator")
+# Modules whose import means Estimator (a name, or a module below one):
+# names compared with what a program imports, never imported here.
+ESTIMATOR_MODULES = tuple(".".join(parts) for parts in (
+    ("tensorflow_estimator",), ("tensorflow", "estimator"),
+    ("tensorflow", "python", "estimator"),
+    ("tensorflow", "compat", "v1", "estimator"),
+    ("tensorflow", "compat", "v2", "estimator")))
 # Packages never read: the standard library, TensorFlow and Keras
 # themselves (their names are checked, their files are not), and large
 # packages that do not build on Estimator.
@@ -66,8 +68,10 @@ NOT_READ = frozenset((
     "jax", "jaxlib", "torch", "google", "absl", "h5py", "ml_dtypes", "PIL",
     "grpc", "pytest", "_pytest", "setuptools", "pip", "six", "wrapt",
     "tensorflow_io_gcs_filesystem"))
-MAX_FILES = 400
-MAX_BYTES = 6_000_000
+# The look's bounds: files, bytes and seconds (whichever comes first).
+MAX_FILES = 300
+MAX_BYTES = 4_000_000
+MAX_SECONDS = 0.5
 
 _IMPORT = re.compile(rb"^[ \t]*import[ \t]+([^\n#;]+)", re.M)
 _FROM = re.compile(
@@ -223,6 +227,7 @@ class _Look:
     self.files = 0
     self.bytes = 0
     self.exhausted = False
+    self.deadline = time.perf_counter() + MAX_SECONDS
 
   def spec(self, name: str) -> Optional[importlib.machinery.ModuleSpec]:
     if name in self.specs:
@@ -269,7 +274,8 @@ class _Look:
   def read(self, path: str, label: str,
            package: Optional[str]) -> Optional[str]:
     """Reads one file: its evidence (or None); queues what it imports."""
-    if self.files >= MAX_FILES or self.bytes >= MAX_BYTES:
+    if (self.files >= MAX_FILES or self.bytes >= MAX_BYTES or
+        time.perf_counter() > self.deadline):
       self.exhausted = True
       return None
     try:
@@ -350,14 +356,33 @@ def _decide(script: str, environ: MutableMapping[str, str]
   path = _script_source(script)
   if path is None:
     return False, f"{script} is not a Python source to read: Keras 3", 0
+  evidence, files, exhausted = program_evidence(script)
+  if evidence is not None:
+    return True, f"Estimator in use ({evidence})", files
+  limit = ", look stopped at its bound" if exhausted else ""
+  return False, f"no use of Estimator found{limit}: Keras 3", files
+
+
+def program_evidence(script: str) -> tuple[Optional[str], int, bool]:
+  """Where the program ``script`` (a file, or a folder with
+  ``__main__.py``), or a module it imports, uses Estimator.
+
+  The modules are found as Python would find them for ``python script``
+  (the script's folder first, then ``sys.path``), read nearest first and
+  never executed; the standard library and ``NOT_READ`` are not read, and
+  the look stops at ``MAX_FILES``, ``MAX_BYTES`` or ``MAX_SECONDS``.
+
+  Returns:
+    (evidence or None, files read, whether the look stopped at a bound).
+  """
+  path = _script_source(script)
+  if path is None:
+    return None, 0, False
   real = os.path.realpath(script)
   folder = real if os.path.isdir(real) else os.path.dirname(real)
   look = _Look([folder] + sys.path[1:])
   evidence = look.run(path)
-  if evidence is not None:
-    return True, f"Estimator in use ({evidence})", look.files
-  limit = ", look stopped at its bound" if look.exhausted else ""
-  return False, f"no use of Estimator found{limit}: Keras 3", look.files
+  return evidence, look.files, look.exhausted
 
 
 def choose_for_script(script: str,
