@@ -38,7 +38,6 @@ True
 from __future__ import annotations
 
 import ast
-import dataclasses
 import importlib.machinery
 import importlib.util
 import os
@@ -79,7 +78,6 @@ _FROM = re.compile(
     re.M)
 
 
-@dataclasses.dataclass
 class Choice:
   """What ``choose_for_script`` decided.
 
@@ -90,11 +88,15 @@ class Choice:
     files_read: how many source files the look read.
     seconds: what the decision took.
   """
-  keras: Optional[str]
-  reason: str
-  files_read: int = 0
-  seconds: float = 0.0
-  _restore: Optional[tuple[Optional[str]]] = None
+
+  def __init__(self, keras: Optional[str], reason: str, files_read: int,
+               restore: Optional[tuple[Optional[str]]] = None) -> None:
+    self.keras, self.reason, self.files_read = keras, reason, files_read
+    self.seconds = 0.0
+    self._restore = restore
+
+  def __repr__(self) -> str:
+    return f"Choice(keras={self.keras!r}, reason={self.reason!r})"
 
   def undo(self, environ: Optional[MutableMapping[str, str]] = None) -> None:
     """Puts ``TF_USE_LEGACY_KERAS`` back as it was (TensorFlow, once
@@ -401,10 +403,11 @@ def choose_for_script(script: str,
     keras_2, reason, files = _decide(script, environ)
   except Exception as e:  # pylint: disable=broad-except
     keras_2, reason, files = False, f"no decision ({e!r})", 0
-  choice = Choice("2" if keras_2 else None, reason, files)
+  restore = None
   if keras_2 and environ.get(LEGACY_KERAS_VARIABLE) != "1":
-    choice._restore = (environ.get(LEGACY_KERAS_VARIABLE),)  # pylint: disable=protected-access
+    restore = (environ.get(LEGACY_KERAS_VARIABLE),)
     environ[LEGACY_KERAS_VARIABLE] = "1"
+  choice = Choice("2" if keras_2 else None, reason, files, restore)
   choice.seconds = time.perf_counter() - start
   message = (f"tf.keras for {os.path.basename(script)}: "
              f"{'Keras 2 (tf-keras)' if keras_2 else 'unchanged'}: {reason} "
