@@ -9,8 +9,8 @@ on TensorFlow 2.15 may use ``tf.keras`` before Estimator (a ``Layer``
 subclass at module level, a Keras model, ``set_random_seed``): by the time
 Estimator is imported, it is too late to switch.  So ``python -m
 compat_distribute run`` decides before the program's first line
-(``choose_for_script``), and this module is where the decision lives,
-below every layer that imports TensorFlow, because it must run before.
+(``choose_for_script``), before TensorFlow is imported: this module imports
+no TensorFlow (nor does ``runtime/__init__``), which is why it sits here.
 
 The decision, in order:
 
@@ -355,8 +355,7 @@ def _decide(script: str, environ: MutableMapping[str, str]
   if LEGACY_KERAS_VARIABLE in environ:
     return False, (f"{LEGACY_KERAS_VARIABLE}={environ[LEGACY_KERAS_VARIABLE]}"
                    " is set by the environment: TensorFlow's choice"), 0
-  path = _script_source(script)
-  if path is None:
+  if _script_source(script) is None:
     return False, f"{script} is not a Python source to read: Keras 3", 0
   evidence, files, exhausted = program_evidence(script)
   if evidence is not None:
