@@ -16,8 +16,12 @@ The decision, in order:
 
 1. ``COMPAT_DISTRIBUTE_KERAS`` = ``2`` or ``3`` decides (``auto``, the
    default, goes on).
-2. ``TF_USE_LEGACY_KERAS`` already set in the environment: TensorFlow's
-   own switch, left as it is.
+2. The script itself sets ``TF_USE_LEGACY_KERAS`` before it imports
+   TensorFlow (``os.environ["TF_USE_LEGACY_KERAS"] = "1"``, the recipe of
+   TensorFlow's Keras 2 guides): under the runner TensorFlow is imported
+   first, so the value the script assigns is set for it in advance
+   (``script_keras_setting``).  Otherwise ``TF_USE_LEGACY_KERAS`` already
+   set in the environment is TensorFlow's own switch, left as it is.
 3. Only where both Kerases are installed (Keras 3 with its TensorFlow API
    and tf-keras) is there a choice; elsewhere (TensorFlow 2.12-2.15, where
    Keras 2 is the only ``tf.keras``) nothing is changed.
@@ -311,6 +315,51 @@ class _Look:
     return evidence
 
 
+def _constant_string(node: ast.AST) -> Optional[str]:
+  if isinstance(node, ast.Constant) and isinstance(node.value, str):
+    return node.value
+  return None
+
+
+def script_keras_setting(source: bytes) -> Optional[str]:
+  """The value ``source`` gives ``TF_USE_LEGACY_KERAS`` at its top level,
+  as a constant (``os.environ[...] = "1"``, ``os.environ.setdefault(...)``,
+  ``os.environ.update(TF_USE_LEGACY_KERAS=...)``, ``os.putenv(...)``), or
+  None.  Only statements outside functions and classes count: they run
+  when the script starts.
+
+  >>> script_keras_setting(b'import os\\nos.environ["TF_USE_LEGACY_KERAS"] = "1"')
+  '1'
+  >>> script_keras_setting(b'import os') is None
+  True
+  """
+  if LEGACY_KERAS_VARIABLE.encode() not in source:
+    return None
+  try:
+    tree = ast.parse(source)
+  except (SyntaxError, ValueError):
+    return None
+  value = None
+  for node in tree.body:
+    statement = node.value if isinstance(node, ast.Expr) else node
+    if isinstance(statement, ast.Assign):
+      for target in statement.targets:
+        if (isinstance(target, ast.Subscript) and
+            _constant_string(target.slice) == LEGACY_KERAS_VARIABLE):
+          value = _constant_string(statement.value)
+    elif (isinstance(statement, ast.Call) and
+          isinstance(statement.func, ast.Attribute)):
+      args = [_constant_string(a) for a in statement.args]
+      if (statement.func.attr in ("setdefault", "putenv") and
+          len(args) == 2 and args[0] == LEGACY_KERAS_VARIABLE):
+        value = args[1]
+      for keyword in statement.keywords:
+        if (statement.func.attr == "update" and
+            keyword.arg == LEGACY_KERAS_VARIABLE):
+          value = _constant_string(keyword.value)
+  return value
+
+
 def _script_source(script: str) -> Optional[str]:
   """The file Python runs for ``script`` (a file or a folder's
   ``__main__.py``); None for anything else (a zip file)."""
@@ -352,10 +401,17 @@ def _decide(script: str, environ: MutableMapping[str, str]
     return True, f"{OVERRIDE_VARIABLE}=2", 0
   if override == "3":
     return False, f"{OVERRIDE_VARIABLE}=3", 0
+  path = _script_source(script)
+  if path is not None:
+    with open(path, "rb") as f:
+      own = script_keras_setting(f.read(MAX_BYTES))
+    if own is not None:
+      return own in ("1", "true", "True"), (
+          f"the script sets {LEGACY_KERAS_VARIABLE}={own!r} itself"), 1
   if LEGACY_KERAS_VARIABLE in environ:
     return False, (f"{LEGACY_KERAS_VARIABLE}={environ[LEGACY_KERAS_VARIABLE]}"
                    " is set by the environment: TensorFlow's choice"), 0
-  if _script_source(script) is None:
+  if path is None:
     return False, f"{script} is not a Python source to read: Keras 3", 0
   evidence, files, exhausted = program_evidence(script)
   if evidence is not None:

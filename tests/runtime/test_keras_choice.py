@@ -184,3 +184,35 @@ def test_a_failure_inside_the_choice_changes_nothing(tmp_path, monkeypatch):
   choice = keras_choice.choose_for_script(_estimator_script(tmp_path), environ)
   assert choice.keras is None and environ == {}
   assert choice.reason == "no decision (OSError('disk gone'))"
+
+
+@pytest.mark.parametrize("source,value", [
+    ('import os\nos.environ["TF_USE_LEGACY_KERAS"] = "1"\nimport tensorflow',
+     "1"),
+    ("import os\nos.environ['TF_USE_LEGACY_KERAS'] = 'True'", "True"),
+    ('import os\nos.environ.setdefault("TF_USE_LEGACY_KERAS", "1")', "1"),
+    ("import os\nos.environ.update(TF_USE_LEGACY_KERAS='0')", "0"),
+    ('import os\nos.putenv("TF_USE_LEGACY_KERAS", "1")', "1"),
+    # Only what runs at start counts: not inside a function.
+    ('import os\ndef f():\n  os.environ["TF_USE_LEGACY_KERAS"] = "1"', None),
+    ('x = "TF_USE_LEGACY_KERAS"', None),
+    ("os.environ[", None),
+])
+def test_the_scripts_own_legacy_keras_setting(source, value):
+  assert keras_choice.script_keras_setting(source.encode()) == value
+
+
+@pytest.mark.parametrize("value,keras_2", [("1", True), ("0", False)])
+def test_the_scripts_own_setting_decides_before_the_environment(
+    tmp_path, value, keras_2):
+  script = tmp_path / "own.py"
+  script.write_text(f'import os\nos.environ["TF_USE_LEGACY_KERAS"] = '
+                    f'"{value}"\nimport tensorflow as tf\n')
+  environ = {"TF_USE_LEGACY_KERAS": "1" if value == "0" else "0"}
+  choice = keras_choice.choose_for_script(str(script), environ)
+  if not keras_choice.two_kerases():
+    assert choice.keras is None
+    return
+  assert f"the script sets TF_USE_LEGACY_KERAS={value!r} itself" in (
+      choice.reason)
+  assert choice.keras == ("2" if keras_2 else None)

@@ -205,3 +205,26 @@ def test_unparsable_program_fails_as_under_python_not_in_the_choice(tmp_path):
       tmp_path, "import tensorflow as tf\nx = tf.estimator.(\n")
   assert code == 1 and report is None
   assert "SyntaxError" in err and "keras_choice" not in err, err
+
+
+def test_script_that_sets_legacy_keras_itself_gets_keras_2(tmp_path):
+  """TensorFlow's recipe for Keras 2 on 2.16+: the script sets
+  TF_USE_LEGACY_KERAS before its ``import tensorflow``.  Under the runner
+  TensorFlow is imported first, so the runner sets it in advance; the
+  script's ``from tensorflow.keras import layers`` is then Keras 2 as
+  under plain python."""
+  source = (
+      "import os\n"
+      "os.environ['TF_USE_LEGACY_KERAS'] = '1'\n"
+      "import tensorflow as tf\n"
+      "from tensorflow.keras import layers\n"
+      "assert layers.Dense.__module__.split('.')[0] == (\n"
+      "    tf.keras.layers.Layer.__module__.split('.')[0])\n"
+      + KERAS_ONLY + REPORT)
+  for runner in (False, True):
+    code, report, err = _run(tmp_path, source, runner=runner)
+    assert code == 0, err
+    assert report["legacy"] == "1", report  # the script's own setting
+    assert report["version"].startswith("2."), report
+    if TWO_KERASES:
+      assert report["keras"] == "tf_keras", report
