@@ -23,6 +23,9 @@ the TPU modules ``session_support``,            ``tpu.stand_in_modules``: import
 error if Estimator or tf-keras is missing
 ``tf.keras`` as Keras 2 when Estimator is       ``keras.prepare_for_estimator``
 imported
+``tensorflow.python.estimator`` and every       ``legacy_path.EstimatorPathFinder``: each
+module TensorFlow 2.15 had below it             holds the names of its Estimator module,
+(``canned.head``, ``estimator_lib``, ...)       loaded when imported
 ==============================================  ==========================================
 
 On TensorFlow 2.12 to 2.15 every piece is TensorFlow's own and ``supply()``
@@ -50,6 +53,7 @@ from compat_distribute import _tf_private
 from compat_distribute.estimator import api
 from compat_distribute.estimator import coordinator
 from compat_distribute.estimator import keras
+from compat_distribute.estimator import legacy_path
 from compat_distribute.estimator import tpu
 from compat_distribute.estimator.errors import EstimatorUnsupportedError
 
@@ -86,16 +90,19 @@ class Supplied:
     self.attached: list[tuple[types.ModuleType, api.LazyEstimatorAPI]] = []
     self.finder: Optional[api.EstimatorImportFinder] = None
     self.keras_token: Optional[tuple[Optional[str]]] = None
+    self.path_finder: Optional[legacy_path.EstimatorPathFinder] = None
 
   def is_empty(self) -> bool:
     """Whether nothing is (still) supplied."""
     return not (self.modules or self.api_token or self.attached or
-                self.finder or self.keras_token)
+                self.finder or self.keras_token or self.path_finder)
 
   def names(self) -> list[str]:
     """What is supplied, one short label each."""
     labels = [f"module {_tf_private.ESTIMATOR_MODULES[key]}"
               for key, _ in self.modules]
+    if self.path_finder is not None:
+      labels.append(f"modules {self.path_finder.root}.*")
     if self.api_token is not None:
       labels.append("the 'estimator' export API name")
     labels.extend(f"{lazy.__name__}" for _, lazy in self.attached)
@@ -141,6 +148,10 @@ def supply() -> Supplied:
       supplied.api_token = _tf_private.register_estimator_api(
           ESTIMATOR_API_NAME)
     supplied.attached = api.attach()
+    if not _tf_private.has_estimator_path():
+      supplied.path_finder = legacy_path.EstimatorPathFinder(
+          _tf_private.ESTIMATOR_PATH, _tf_private.ESTIMATOR_PATH_MODULES)
+      sys.meta_path.insert(0, supplied.path_finder)
 
     def before_import() -> None:
       if supplied.api_token is None and not _tf_private.has_estimator_api():
@@ -173,6 +184,11 @@ def withdraw(supplied: Supplied) -> None:
       sys.meta_path.remove(supplied.finder)
     supplied.finder.forget()
     supplied.finder = None
+  if supplied.path_finder is not None:
+    while supplied.path_finder in sys.meta_path:
+      sys.meta_path.remove(supplied.path_finder)
+    supplied.path_finder.forget()
+    supplied.path_finder = None
   keras.restore(supplied.keras_token)
   supplied.keras_token = None
   api.detach(supplied.attached)
