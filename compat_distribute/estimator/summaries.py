@@ -2,25 +2,29 @@
 error with the install command.
 
 From TensorFlow 2.16 on, ``tensorflow-cpu`` no longer installs TensorBoard,
-and without it ``tf.summary.scalar``, ``histogram``, ``image``, ``text`` and
-``audio`` are TensorFlow's stand-ins that raise ``TBNotInstalledError``
-when called.  Estimator itself writes its summaries with TensorFlow 1's ops
-(``tf.compat.v1.summary``), which need no TensorBoard, so an Estimator
-program trains without it until its ``model_fn`` calls one of those five.
-``guard`` (run when Estimator is imported under ``install()``) puts in
-front of each stand-in one that raises ``TensorBoardMissingError`` instead
--- still a ``TBNotInstalledError`` -- naming the pip command; ``unguard``
-puts the stand-ins back.  Nothing changes where TensorBoard was imported.
+and ``tf.summary.scalar``, ``histogram``, ``image``, ``text`` and ``audio``
+are TensorFlow's stand-ins that import TensorBoard's implementation when
+called, raising ``TBNotInstalledError`` if they cannot.  Estimator itself
+writes its summaries with TensorFlow 1's ops (``tf.compat.v1.summary``),
+which need no TensorBoard, so an Estimator program trains without it until
+its ``model_fn`` calls one of those five.  ``guard`` (run when Estimator is
+imported under ``install()``, and only if TensorBoard is not installed then)
+puts in front of each stand-in one that raises ``TensorBoardMissingError``
+instead -- still a ``TBNotInstalledError`` -- naming the pip command;
+``unguard`` puts the stand-ins back.  With TensorBoard installed nothing
+changes: the summary functions stay TensorFlow's.
 
 >>> guarded = guard("2.21")
->>> sorted({name for _, name, _ in guarded}) in (
-...     [], ["audio", "histogram", "image", "scalar", "text"])
+>>> sorted({name for _, name, _ in guarded}) == (
+...     [] if tensorboard_installed() or tf.__version__ < "2.16" else
+...     ["audio", "histogram", "image", "scalar", "text"])
 True
 >>> unguard(guarded)
 """
 from __future__ import annotations
 
 import functools
+import importlib.util
 import types
 from typing import Callable, Optional
 
@@ -63,12 +67,20 @@ def _guarded(stand_in: SummaryFunction, api_name: str,
   return guarded
 
 
+def tensorboard_installed() -> bool:
+  """Whether the import system finds TensorBoard (without importing it)."""
+  try:
+    return importlib.util.find_spec("tensorboard") is not None
+  except ImportError:
+    return False
+
+
 def guard(tf_minor: str) -> Guarded:
   """Puts a ``TensorBoardMissingError``-raising function in front of each of
   TensorFlow's TensorBoard stand-ins in ``tf.summary`` (and its
   ``compat`` copies); returns what ``unguard`` takes."""
   guarded: Guarded = []
-  if _tf_private.tb_not_installed_error() is None:
+  if _tf_private.tb_not_installed_error() is None or tensorboard_installed():
     return guarded
   for path in SUMMARY_PATHS:
     module = _api_module(path)

@@ -63,14 +63,16 @@ def test_the_error_is_tensorflows_class_and_ours():
 
 
 @supplied_only
-@pytest.mark.skipif(importlib.util.find_spec("tensorboard") is not None,
-                    reason="TensorBoard is installed here: tf.summary is "
-                    "its own (the subprocess test hides it)")
-def test_guard_covers_each_stand_in_and_unguard_restores_it():
+def test_guard_covers_each_stand_in_only_without_tensorboard():
   before = {path: dict(vars(summaries._api_module(path)))  # pylint: disable=protected-access
             for path in summaries.SUMMARY_PATHS}
   guarded = summaries.guard(MINOR)
   try:
+    if summaries.tensorboard_installed():
+      # The summary functions stay TensorFlow's, and do their work.
+      assert guarded == []
+      assert not bool(tf.summary.scalar("x", 1.0, step=0))  # no writer
+      return
     assert sorted({name for _, name, _ in guarded}) == [
         "audio", "histogram", "image", "scalar", "text"]
     assert summaries.guard(MINOR) == []  # nothing guarded twice
@@ -86,19 +88,40 @@ def test_guard_covers_each_stand_in_and_unguard_restores_it():
     assert all(after[k] is v for k, v in names.items()), path
 
 
-@pytest.mark.subprocess
-@supplied_only
-@pytest.mark.skipif(importlib.util.find_spec("tensorflow_estimator") is None,
-                    reason="tensorflow-estimator is not installed")
-def test_summary_without_tensorboard_names_the_install_command(tmp_path):
-  (tmp_path / "site").mkdir()
-  (tmp_path / "site" / "sitecustomize.py").write_text(HIDE_TENSORBOARD)
+def _run(folder, python_path):
   process = estimator_support.start(
       [sys.executable, "-m", "compat_distribute", "run",
        os.path.join(estimator_support.FIXTURES, "estimator_tensorboard.py"),
-       str(tmp_path)], cwd=estimator_support.ROOT,
-      env=estimator_support.environment({"PYTHONPATH": str(tmp_path / "site")}))
-  result = estimator_support.finish(process, "estimator_tensorboard.py")
+       str(folder)], cwd=estimator_support.ROOT,
+      env=estimator_support.environment({"PYTHONPATH": python_path}))
+  return estimator_support.finish(process, "estimator_tensorboard.py")
+
+
+needs_estimator = pytest.mark.skipif(
+    importlib.util.find_spec("tensorflow_estimator") is None,
+    reason="tensorflow-estimator is not installed")
+
+
+@pytest.mark.subprocess
+@supplied_only
+@needs_estimator
+@pytest.mark.skipif(not summaries.tensorboard_installed(),
+                    reason="TensorBoard is not installed here (tox -e tf221 "
+                    "installs it, as the estimator extra does)")
+def test_summary_with_tensorboard_trains(tmp_path):
+  result = _run(tmp_path, os.environ.get("PYTHONPATH", ""))
+  assert result["tensorboard_hidden"] is False
+  assert result["canned_step"] == 2
+  assert result["errors"] == [None, None]
+
+
+@pytest.mark.subprocess
+@supplied_only
+@needs_estimator
+def test_summary_without_tensorboard_names_the_install_command(tmp_path):
+  (tmp_path / "site").mkdir()
+  (tmp_path / "site" / "sitecustomize.py").write_text(HIDE_TENSORBOARD)
+  result = _run(tmp_path, str(tmp_path / "site"))
   assert result["tensorboard_hidden"] is True
   # Estimator's own summaries need no TensorBoard: training ran.
   assert result["canned_step"] == 2
