@@ -32,8 +32,8 @@ without TensorBoard                             imported (``TensorBoardMissingEr
 
 On TensorFlow 2.12 to 2.15 every piece is TensorFlow's own and ``supply()``
 changes nothing.  The private TensorFlow names involved are all in
-``compat_distribute._tf_private`` (``ESTIMATOR_MODULES`` lists the module
-names registered).
+``compat_distribute._tf_private`` (``ESTIMATOR_MODULES`` and
+``ESTIMATOR_PATH_MODULES`` list the module names registered).
 
 >>> native = has_estimator_support()   # False on TensorFlow 2.16+
 >>> supplied = supply()
