@@ -16,7 +16,12 @@ name it uses, why, and on which TensorFlow versions it is there:
 * ``functions``: functions, tapes and types -- AutoGraph's do-not-convert
   rule and ``enumerate``, a ``tf.function``'s clone, gradient tapes paused,
   eager tensors, ``TypeSpec`` names, TPU systems, the Keras dataset marker;
-* ``estimator``: what Estimator needs of TensorFlow 2.16+.
+* ``estimator``: what Estimator needs of TensorFlow 2.16+.  The
+  ``sys.modules`` names it registers there: the four of
+  ``ESTIMATOR_MODULES`` (``register_module``), and, each only when
+  imported, every name of ``ESTIMATOR_PATH_MODULES`` below
+  ``tensorflow.python.estimator`` (loaded by
+  ``estimator.legacy_path.EstimatorPathFinder``).
 
 Each name is present on every supported TensorFlow, 2.12 to 2.22 (checked
 again on 2.22.0rc0 and on the 2.23 nightly 2.23.0.dev20261026, with the
@@ -96,12 +101,18 @@ from compat_distribute._tf_private.devices import exit_eager_device
 from compat_distribute._tf_private.devices import list_logical_devices
 from compat_distribute._tf_private.devices import set_eager_device_state
 from compat_distribute._tf_private.estimator import ESTIMATOR_MODULES
+from compat_distribute._tf_private.estimator import ESTIMATOR_PATH
+from compat_distribute._tf_private.estimator import ESTIMATOR_PATH_MODULES
 from compat_distribute._tf_private.estimator import distribute_coordinator
 from compat_distribute._tf_private.estimator import has_estimator_api
+from compat_distribute._tf_private.estimator import has_estimator_path
 from compat_distribute._tf_private.estimator import has_module
 from compat_distribute._tf_private.estimator import keras_state
+from compat_distribute._tf_private.estimator import python_package
 from compat_distribute._tf_private.estimator import register_estimator_api
 from compat_distribute._tf_private.estimator import register_module
+from compat_distribute._tf_private.estimator import tb_not_installed_error
+from compat_distribute._tf_private.estimator import tensorboard_stand_ins
 from compat_distribute._tf_private.estimator import unregister_estimator_api
 from compat_distribute._tf_private.estimator import unregister_module
 from compat_distribute._tf_private.functions import EagerTensor

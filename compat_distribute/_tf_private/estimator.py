@@ -10,9 +10,21 @@ to 2.15 have them all, 2.16 and later none of those marked *removed*:
   ``tpu.tpu_embedding``, ``tpu.tpu_embedding_gradient``).  Putting a module
   in ``sys.modules`` under one of these names (``register_module``) is the
   only way to let ``from tensorflow.python... import ...`` in Estimator's
-  unmodified sources succeed; these four are the only ``tensorflow.python``
-  module names registered (everything the package registers is listed in
+  unmodified sources succeed; these four, and the ``tensorflow.python.estimator``
+  path below, are the only ``tensorflow.python`` module names registered
+  (everything the package registers is listed in
   ``compat_distribute._tf_private``'s docstring).
+* ``ESTIMATOR_PATH`` (``tensorflow.python.estimator``, *removed* in 2.16)
+  and ``ESTIMATOR_PATH_MODULES`` -- the package TensorFlow 2.12 to 2.15
+  shipped for libraries that import Estimator by TensorFlow's module names
+  (``from tensorflow.python.estimator.canned.head import _Head``): each of
+  its modules, as in the 2.15 wheel, with the ``tensorflow_estimator``
+  module whose names it held (None: a package holding only its
+  submodules).  ``estimator.legacy_path`` serves these names, lazily, by
+  a finder in ``sys.meta_path`` (``sys.modules`` entries appear only when
+  imported); ``has_estimator_path`` says whether TensorFlow has the package
+  itself and ``python_package`` is the module its ``estimator`` attribute
+  is set on.
 * ``tensorflow.python.util.tf_export`` -- its ``ESTIMATOR_API_NAME``,
   ``API_ATTRS`` and ``API_ATTRS_V1`` entries for ``"estimator"`` (*removed*
   in 2.16): Estimator's ``estimator_export`` decorator, run on every class
@@ -22,6 +34,13 @@ to 2.15 have them all, 2.16 and later none of those marked *removed*:
   ``distribute_coordinator_context`` (present from 2.12 to the 2.23
   nightly) -- the coordinator that runs a task of a ``TF_CONFIG`` cluster,
   which the supplied ``estimator_training`` drives as TensorFlow's did.
+* ``tensorflow.python.summary.tb_summary`` (2.16+) -- what ``tf.summary``'s
+  ``scalar``, ``histogram``, ``image``, ``text`` and ``audio`` are from
+  2.16 on: stand-ins that import TensorBoard's implementation when called
+  and raise its ``TBNotInstalledError`` if they cannot.
+  ``tensorboard_stand_ins`` finds them in an API module by that module
+  name; ``tb_not_installed_error`` is the class (None before 2.16, where
+  TensorFlow requires TensorBoard and ``tf.summary`` is TensorBoard's).
 * ``_tfll_initialized`` / ``_tfll_keras_version`` of TensorFlow's
   ``KerasLazyLoader`` (``tf.keras`` and friends, 2.16+) -- whether
   ``tf.keras`` already resolved to Keras 3 (``keras_state``).  Estimator's
@@ -35,7 +54,7 @@ import importlib
 import importlib.util
 import sys
 import types
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import tensorflow as tf
 
@@ -49,6 +68,80 @@ ESTIMATOR_MODULES: dict[str, str] = {
     "tpu_embedding": "tensorflow.python.tpu.tpu_embedding",
     "tpu_embedding_gradient": "tensorflow.python.tpu.tpu_embedding_gradient",
 }
+
+
+ESTIMATOR_PATH = "tensorflow.python.estimator"
+_ESTIMATOR = "tensorflow_estimator.python.estimator"
+# Every module of TensorFlow 2.15's tensorflow/python/estimator/, by name
+# below ESTIMATOR_PATH ("" is the package itself) -> the Estimator module
+# whose names it held, or None for a package with no names of its own.
+ESTIMATOR_PATH_MODULES: dict[str, Optional[str]] = {
+    "": None, "canned": None, "export": None, "inputs": None,
+    "inputs.queues": None,
+    **{name: f"{_ESTIMATOR}.{name}" for name in (
+        "canned.baseline", "canned.dnn", "canned.dnn_linear_combined",
+        "canned.head", "canned.linear", "canned.metric_keys",
+        "canned.optimizers", "canned.parsing_utils",
+        "canned.prediction_keys", "estimator", "estimator_lib",
+        "export.export", "export.export_lib", "export.export_output",
+        "exporter", "gc", "inputs.inputs", "inputs.numpy_io",
+        "inputs.pandas_io", "inputs.queues.feeding_functions",
+        "inputs.queues.feeding_queue_runner", "model_fn", "run_config",
+        "training", "util")},
+    "keras": f"{_ESTIMATOR}.keras_lib",  # the one renamed
+}
+
+
+def has_estimator_path() -> bool:
+  """Whether TensorFlow itself has ``tensorflow.python.estimator`` (2.12 to
+  2.15 do), asked of the import system without importing it.
+
+  >>> has_estimator_path() == (tf.__version__ < "2.16")
+  True
+  """
+  if ESTIMATOR_PATH in sys.modules:
+    return True
+  try:
+    return importlib.util.find_spec(ESTIMATOR_PATH) is not None
+  except ImportError:
+    return False
+
+
+def python_package() -> types.ModuleType:
+  """``tensorflow.python``, the package ``ESTIMATOR_PATH`` sits in."""
+  return importlib.import_module(ESTIMATOR_PATH.rpartition(".")[0])
+
+
+_TB_SUMMARY = "tensorflow.python.summary.tb_summary"
+
+
+def tb_not_installed_error() -> Optional[type[Exception]]:
+  """TensorFlow's ``TBNotInstalledError``, or None where it has none.
+
+  >>> error = tb_not_installed_error()
+  >>> error is None or issubclass(error, Exception)
+  True
+  """
+  try:
+    module = importlib.import_module(_TB_SUMMARY)
+  except ImportError:
+    return None
+  error = getattr(module, "TBNotInstalledError", None)
+  return error if isinstance(error, type) else None
+
+
+def tensorboard_stand_ins(
+    module: types.ModuleType) -> dict[str, Callable[..., object]]:
+  """The functions of the API module ``module`` (``tf.summary``) that are
+  TensorFlow's stand-ins for TensorBoard's, by name (none before 2.16).
+
+  >>> sorted(tensorboard_stand_ins(tf.summary)) == (
+  ...     [] if tf.__version__ < "2.16" else
+  ...     ["audio", "histogram", "image", "scalar", "text"])
+  True
+  """
+  return {name: value for name, value in vars(module).items()
+          if callable(value) and getattr(value, "__module__", "") == _TB_SUMMARY}
 
 
 def has_module(key: str) -> bool:
