@@ -39,46 +39,56 @@ fails).  ``name`` is a pattern (``*`` matches any text, dots included).
 ``when``: ``always`` (every ``install()``); ``supply`` (only where
 TensorFlow lacks Estimator's pieces, 2.16 on, when Estimator's names are
 used); ``unloaded`` (only where no module of that name is loaded yet);
-``auto_strategy`` (only where TensorFlow has
+``no_tensorboard`` (as ``supply``, only where TensorBoard is not
+installed); ``auto_strategy`` (only where TensorFlow has
 ``tf.distribute.experimental.auto_strategy``); ``checkout`` (importing the
 package from a source checkout; it serves ``compat_distribute.v1/v2``
 only).
 
-=========  =====================================================  =============  ==============================
-kind       name                                                   when           by
-=========  =====================================================  =============  ==============================
-attribute  tensorflow*.distribute.*Strategy                       always         install: TF's class -> ours
-attribute  tensorflow*.distribute.experimental.auto_strategy      auto_strategy  install: TF's -> ours
-module     tensorflow.compat.*.distribute                         unloaded       install: the module it patched
-module     tensorflow.compat.*.distribute.experimental            unloaded       install: the module it patched
-module     tensorflow.compat.v1                                   unloaded       install._RebindingLoader
-module     tensorflow.compat.v2                                   unloaded       install._RebindingLoader
-meta_path  compat_distribute.install._RebindOnImport              always         install
-loader     compat_distribute.install._RebindingLoader             always         install._RebindOnImport
-module     tensorflow.python.distribute.estimator_training        supply         estimator.coordinator
-module     tensorflow.python.tpu.session_support                  supply         estimator.tpu stand-in
-module     tensorflow.python.tpu.tpu_embedding                    supply         estimator.tpu stand-in
-module     tensorflow.python.tpu.tpu_embedding_gradient           supply         estimator.tpu stand-in
-attribute  tensorflow.python.distribute.estimator_training        supply         register_module
-attribute  tensorflow.python.tpu.session_support                  supply         register_module
-attribute  tensorflow.python.tpu.tpu_embedding                    supply         register_module
-attribute  tensorflow.python.tpu.tpu_embedding_gradient           supply         register_module
-attribute  tensorflow.python.util.tf_export.ESTIMATOR_API_NAME    supply         register_estimator_api
-tf_export  API_ATTRS.estimator                                    supply         register_estimator_api
-tf_export  API_ATTRS_V1.estimator                                 supply         register_estimator_api
-attribute  tensorflow*.estimator                                  supply         estimator.api.attach
-meta_path  compat_distribute.estimator.api.EstimatorImportFinder  supply         estimator.supply
-loader     compat_distribute.estimator.api._AliasLoader           supply         EstimatorImportFinder
-loader     compat_distribute.estimator.api._GuardedLoader         supply         EstimatorImportFinder
-module     tensorflow.estimator                                   supply         api._AliasLoader
-module     tensorflow.estimator.*                                 supply         api._AliasLoader
-module     tensorflow.compat.v1.estimator                         supply         api._AliasLoader
-module     tensorflow.compat.v1.estimator.*                       supply         api._AliasLoader
-module     tensorflow.compat.v2.estimator                         supply         api._AliasLoader
-module     tensorflow.compat.v2.estimator.*                       supply         api._AliasLoader
-environ    TF_USE_LEGACY_KERAS                                    supply         estimator.keras
-meta_path  compat_distribute._CheckoutFacadeFinder                checkout       compat_distribute
-=========  =====================================================  =============  ==============================
+=========  ===========================================================  ==============  ==============================
+kind       name                                                         when            by
+=========  ===========================================================  ==============  ==============================
+attribute  tensorflow*.distribute.*Strategy                             always          install: TF's class -> ours
+attribute  tensorflow*.distribute.experimental.auto_strategy            auto_strategy   install: TF's -> ours
+module     tensorflow.compat.*.distribute                               unloaded        install: the module it patched
+module     tensorflow.compat.*.distribute.experimental                  unloaded        install: the module it patched
+module     tensorflow.compat.v1                                         unloaded        install._RebindingLoader
+module     tensorflow.compat.v2                                         unloaded        install._RebindingLoader
+meta_path  compat_distribute.install._RebindOnImport                    always          install
+loader     compat_distribute.install._RebindingLoader                   always          install._RebindOnImport
+module     tensorflow.python.distribute.estimator_training              supply          estimator.coordinator
+module     tensorflow.python.tpu.session_support                        supply          estimator.tpu stand-in
+module     tensorflow.python.tpu.tpu_embedding                          supply          estimator.tpu stand-in
+module     tensorflow.python.tpu.tpu_embedding_gradient                 supply          estimator.tpu stand-in
+attribute  tensorflow.python.distribute.estimator_training              supply          register_module
+attribute  tensorflow.python.tpu.session_support                        supply          register_module
+attribute  tensorflow.python.tpu.tpu_embedding                          supply          register_module
+attribute  tensorflow.python.tpu.tpu_embedding_gradient                 supply          register_module
+attribute  tensorflow.python.util.tf_export.ESTIMATOR_API_NAME          supply          register_estimator_api
+tf_export  API_ATTRS.estimator                                          supply          register_estimator_api
+tf_export  API_ATTRS_V1.estimator                                       supply          register_estimator_api
+attribute  tensorflow*.estimator                                        supply          estimator.api.attach
+meta_path  compat_distribute.estimator.api.EstimatorImportFinder        supply          estimator.supply
+loader     compat_distribute.estimator.api._AliasLoader                 supply          EstimatorImportFinder
+loader     compat_distribute.estimator.api._GuardedLoader               supply          EstimatorImportFinder
+module     tensorflow.estimator                                         supply          api._AliasLoader
+module     tensorflow.estimator.*                                       supply          api._AliasLoader
+module     tensorflow.compat.v1.estimator                               supply          api._AliasLoader
+module     tensorflow.compat.v1.estimator.*                             supply          api._AliasLoader
+module     tensorflow.compat.v2.estimator                               supply          api._AliasLoader
+module     tensorflow.compat.v2.estimator.*                             supply          api._AliasLoader
+environ    TF_USE_LEGACY_KERAS                                          supply          estimator.keras
+meta_path  compat_distribute.estimator.legacy_path.EstimatorPathFinder  supply          estimator.supply
+loader     compat_distribute.estimator.legacy_path._ForwardingLoader    supply          EstimatorPathFinder
+module     tensorflow.python.estimator                                  supply          legacy_path._ForwardingLoader
+module     tensorflow.python.estimator.*                                supply          legacy_path._ForwardingLoader
+attribute  tensorflow*.summary.scalar                                   no_tensorboard  summaries.guard
+attribute  tensorflow*.summary.histogram                                no_tensorboard  summaries.guard
+attribute  tensorflow*.summary.image                                    no_tensorboard  summaries.guard
+attribute  tensorflow*.summary.text                                     no_tensorboard  summaries.guard
+attribute  tensorflow*.summary.audio                                    no_tensorboard  summaries.guard
+meta_path  compat_distribute._CheckoutFacadeFinder                      checkout        compat_distribute
+=========  ===========================================================  ==============  ==============================
 
 >>> from compat_distribute import _tf_private
 >>> with tf.device("/cpu:0"):

@@ -26,7 +26,8 @@ PACKAGE = TESTS.parent / "compat_distribute"
 PROBE = TESTS / "fixtures" / "tf_namespace_probe.py"
 KINDS = ("module", "attribute", "meta_path", "loader", "tf_export",
          "environ")
-WHEN = ("always", "supply", "unloaded", "auto_strategy", "checkout")
+WHEN = ("always", "supply", "no_tensorboard", "unloaded", "auto_strategy",
+        "checkout")
 
 
 def listed():
@@ -80,6 +81,7 @@ def observed(report):
 def applies(when, report):
   """Whether a row of this ``when`` can be registered in this run."""
   return {"supply": report["supplied"],
+          "no_tensorboard": report["supplied"] and not report["tensorboard"],
           "auto_strategy": report["auto_strategy"]}.get(when, True)
 
 

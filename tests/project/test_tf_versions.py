@@ -309,7 +309,8 @@ def test_core_envs_select_the_parity_marker_and_the_rest_the_whole_suite():
   pytest_lines = {line.split(":", 1)[0].strip(): line.split(":", 1)[1].strip()
                   for line in commands if "pytest" in line}
   assert pytest_lines == {
-      "!core": "pytest -q -p no:cacheprovider {posargs:tests}",
+      "!core": ("pytest -q -p no:cacheprovider "
+                "--junitxml={envlogdir}/junit.xml {posargs:tests}"),
       "core": "pytest -q -p no:cacheprovider -m parity {posargs:tests}"}
   assert "[core]" not in (ROOT / "tox.ini").read_text()
 
