@@ -104,17 +104,22 @@ class StrategyMethods:
                 task_type: Optional[str] = None,
                 task_id: Optional[int] = None) -> None:
     """Deprecated: updates ``session_config`` in place with
-    ``update_config_proto``.  These strategies run on one machine, so a
-    cluster cannot be given."""
+    ``update_config_proto``.  With a cluster (TensorFlow's distribute
+    coordinator passes one to every task), ``_configure_cluster`` says what
+    the strategy makes of it first: one-machine strategies ignore it, as
+    TensorFlow's do."""
     warn_deprecated_once("Strategy.configure", "Strategy.update_config_proto")
-    if cluster_spec or task_type is not None or task_id is not None:
-      raise ValueError(
-          f"{self!r} runs on one machine and takes no cluster, got "
-          f"cluster_spec={cluster_spec!r}, task_type={task_type!r}, "
-          f"task_id={task_id!r}. Call configure(session_config=...) only, or "
-          "use a multi-worker strategy for a cluster.")
+    if session_config is not None:
+      self.update_config_proto(session_config)  # refuses a bad one first
+    self._configure_cluster(cluster_spec, task_type, task_id)
     if session_config is not None:
       session_config.CopyFrom(self.update_config_proto(session_config))
+
+  def _configure_cluster(self, cluster_spec: object, task_type: object,
+                         task_id: object) -> None:
+    """Hook: makes this strategy the ``task_type``/``task_id`` task's part
+    of ``cluster_spec``; by default nothing (a one-machine strategy)."""
+    del cluster_spec, task_type, task_id
 
   def __deepcopy__(self, memo: dict) -> StrategyLike:
     """A new strategy with the same configuration (its own scope and
