@@ -23,6 +23,7 @@ from compat_distribute.runtime import context
 from compat_distribute.runtime.logs import warn_deprecated_once
 from compat_distribute.values import reduction
 from compat_distribute.api import dataset_methods
+from compat_distribute.api.errors import ConfigProtoError
 from compat_distribute.api import iterators as strategy_iterators
 from compat_distribute.values import distributed as values_lib
 from compat_distribute.runtime.types import ConfigProto
@@ -68,7 +69,8 @@ class StrategyMethods:
       ``tf.compat.v1.Session(config=...)``.
 
     Raises:
-      TypeError: ``config_proto`` is not a ``tf.compat.v1.ConfigProto``.
+      ConfigProtoError: ``config_proto`` is not a ``tf.compat.v1.ConfigProto``
+        (a ``TypeError`` and an ``AttributeError``).
 
     Examples:
       >>> import tensorflow as tf
@@ -80,7 +82,7 @@ class StrategyMethods:
       (4, True)
     """
     if not isinstance(config_proto, tf.compat.v1.ConfigProto):
-      raise TypeError(
+      raise ConfigProtoError(
           "update_config_proto expects a tf.compat.v1.ConfigProto, got "
           f"{config_proto!r} of type {type(config_proto).__name__}. Pass "
           "tf.compat.v1.ConfigProto() (or your session's config) and give "

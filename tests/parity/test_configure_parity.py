@@ -249,3 +249,17 @@ def test_a_strategy_made_with_compute_devices_is_refused_as_native(cluster):
   assert ours.extended.experimental_between_graph is True  # CentralStorage's
   assert ours.extended.should_checkpoint is True
 
+
+
+def test_a_session_config_that_is_not_one_raises_natives_class_first():
+  native = _strategy("native", "central_storage", "v1")
+  with pytest.raises(Exception) as native_error:
+    _configure(native, CLUSTER, "worker", 1, session_config="allow: true")
+  ours = _strategy("ours", "central_storage", "v1")
+  with pytest.raises(type(native_error.value),
+                     match=r"got 'allow: true' of type str\. Pass "
+                     r"tf\.compat\.v1\.ConfigProto\(\)") as ours_error:
+    _configure(ours, CLUSTER, "worker", 1, session_config="allow: true")
+  assert isinstance(ours_error.value, Error)
+  assert isinstance(ours_error.value, TypeError)  # what update_config_proto says
+  assert ours.extended.experimental_should_init is True  # not configured
