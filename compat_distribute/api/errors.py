@@ -22,6 +22,12 @@ class NotAVariableError(Error, TypeError, AttributeError):
   reading a variable's attribute)."""
 
 
+class ConfigProtoError(Error, TypeError, AttributeError):
+  """A session config that is not a ``tf.compat.v1.ConfigProto``
+  (TensorFlow's ``CentralStorageStrategy``: ``AttributeError``, setting a
+  field on it)."""
+
+
 class NotAPairError(Error, ValueError,
                     tf.errors.OperatorNotAllowedInGraphError):
   """An element of ``batch_reduce_to``'s list that is not a ``(value,

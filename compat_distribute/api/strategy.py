@@ -23,6 +23,7 @@ from compat_distribute.runtime import context
 from compat_distribute.runtime.logs import warn_deprecated_once
 from compat_distribute.values import reduction
 from compat_distribute.api import dataset_methods
+from compat_distribute.api.errors import ConfigProtoError
 from compat_distribute.api import iterators as strategy_iterators
 from compat_distribute.values import distributed as values_lib
 from compat_distribute.runtime.types import ConfigProto
@@ -68,7 +69,8 @@ class StrategyMethods:
       ``tf.compat.v1.Session(config=...)``.
 
     Raises:
-      TypeError: ``config_proto`` is not a ``tf.compat.v1.ConfigProto``.
+      ConfigProtoError: ``config_proto`` is not a ``tf.compat.v1.ConfigProto``
+        (a ``TypeError`` and an ``AttributeError``).
 
     Examples:
       >>> import tensorflow as tf
@@ -80,7 +82,7 @@ class StrategyMethods:
       (4, True)
     """
     if not isinstance(config_proto, tf.compat.v1.ConfigProto):
-      raise TypeError(
+      raise ConfigProtoError(
           "update_config_proto expects a tf.compat.v1.ConfigProto, got "
           f"{config_proto!r} of type {type(config_proto).__name__}. Pass "
           "tf.compat.v1.ConfigProto() (or your session's config) and give "
@@ -104,17 +106,22 @@ class StrategyMethods:
                 task_type: Optional[str] = None,
                 task_id: Optional[int] = None) -> None:
     """Deprecated: updates ``session_config`` in place with
-    ``update_config_proto``.  These strategies run on one machine, so a
-    cluster cannot be given."""
+    ``update_config_proto``.  With a cluster (TensorFlow's distribute
+    coordinator passes one to every task), ``_configure_cluster`` says what
+    the strategy makes of it first: one-machine strategies ignore it, as
+    TensorFlow's do."""
     warn_deprecated_once("Strategy.configure", "Strategy.update_config_proto")
-    if cluster_spec or task_type is not None or task_id is not None:
-      raise ValueError(
-          f"{self!r} runs on one machine and takes no cluster, got "
-          f"cluster_spec={cluster_spec!r}, task_type={task_type!r}, "
-          f"task_id={task_id!r}. Call configure(session_config=...) only, or "
-          "use a multi-worker strategy for a cluster.")
+    if session_config is not None:
+      self.update_config_proto(session_config)  # refuses a bad one first
+    self._configure_cluster(cluster_spec, task_type, task_id)
     if session_config is not None:
       session_config.CopyFrom(self.update_config_proto(session_config))
+
+  def _configure_cluster(self, cluster_spec: object, task_type: object,
+                         task_id: object) -> None:
+    """Hook: makes this strategy the ``task_type``/``task_id`` task's part
+    of ``cluster_spec``; by default nothing (a one-machine strategy)."""
+    del cluster_spec, task_type, task_id
 
   def __deepcopy__(self, memo: dict) -> StrategyLike:
     """A new strategy with the same configuration (its own scope and

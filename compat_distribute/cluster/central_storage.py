@@ -28,9 +28,14 @@ When a cluster is used (the rule, also in docs/cluster.md):
   program) leaves the strategy on this machine, as today.
 * **v1** (``tf.compat.v1.distribute.experimental.CentralStorageStrategy``):
   only given ``cluster_resolver=``, executing eagerly.  It never reads
-  ``TF_CONFIG``: TF1 graph programs and Estimator's ``train_and_evaluate``
-  (whose distribute coordinator configures the strategy per task) keep
-  their single-machine behaviour.
+  ``TF_CONFIG``: TF1 graph programs keep their single-machine behaviour.
+
+Either class, made without devices, can also be *configured* for a cluster:
+``configure(cluster_spec=..., task_type=..., task_id=...)``, which TensorFlow's
+distribute coordinator (Estimator's ``train_and_evaluate`` on a ``TF_CONFIG``
+cluster) calls on every task, makes it that task's part of between-graph
+parameter-server training, exactly the v1 ``ParameterServerStrategy``
+(``cluster.parameter_server``, ``cluster.configured``), as TensorFlow's does.
 
 Making a strategy that uses a cluster waits, at most
 ``COMPAT_DISTRIBUTE_CLUSTER_WAIT`` seconds (300; ``none``: no wait), for
@@ -51,6 +56,8 @@ import tensorflow as tf
 
 from compat_distribute.api import strategy as strategy_lib
 from compat_distribute.api import strategy_v1
+from compat_distribute.cluster import configured as configured_lib
+from compat_distribute.cluster import parameter_server
 from compat_distribute.cluster import remote
 from compat_distribute.cluster import tasks
 from compat_distribute.input import InputWorkers
@@ -156,6 +163,11 @@ class ClusterMethods:
   def _with_same_configuration(self) -> StrategyLike:
     extended = self.extended
     client = getattr(extended, "_cluster_client", None)
+    if isinstance(extended, parameter_server.ParameterServerExtended):
+      copied = type(self).__new__(type(self))
+      super(central_storage.CentralStorageMethods, copied).__init__(
+          parameter_server.copy_extended(extended, copied))
+      return copied
     if client is None:
       return super()._with_same_configuration()
     copied = type(self).__new__(type(self))
@@ -163,6 +175,41 @@ class ClusterMethods:
         ClusterCentralStorageExtended(copied, client,
                                       extended.cluster_wait_timeout))
     return copied
+
+  def _configure_cluster(self, cluster_spec: configured_lib.ClusterSpecLike,
+                         task_type: configured_lib.TaskType,
+                         task_id: configured_lib.TaskId) -> None:
+    """``configure`` with a cluster that has a ``ps`` job: this task's part
+    of between-graph parameter-server training, as TensorFlow's (the
+    v1 ``ParameterServerStrategy``'s extended, ``cluster.parameter_server``).
+    Refused for a strategy that runs on a cluster of its own
+    (``cluster_resolver=``) or was given ``compute_devices``."""
+    if configured_lib.cluster_spec_of(cluster_spec) is None:
+      return
+    extended = self.extended
+    name = type(self).__name__
+    if getattr(extended, "_cluster_client", None) is not None:
+      raise configured_lib.ConfigureClusterError(
+          f"{name} already runs on the cluster of its cluster_resolver "
+          f"({extended._cluster_client!r}), so configure cannot put it on "  # pylint: disable=protected-access
+          f"another ({cluster_spec!r}). Make the strategy without "
+          "cluster_resolver for a program that TensorFlow's distribute "
+          "coordinator configures (Estimator's train_and_evaluate).")
+    if isinstance(extended, parameter_server.ParameterServerExtended):
+      num_gpus = extended._task_info.num_gpus  # pylint: disable=protected-access
+      wait = extended.cluster_wait_timeout
+    elif extended._picks_devices:  # pylint: disable=protected-access
+      num_gpus = sum("GPU" in d.upper() for d in extended.worker_devices)
+      wait = tasks.default_cluster_wait()
+    else:
+      raise configured_lib.FixedDevicesError(
+          f"{name} was made with compute_devices="
+          f"{extended.worker_devices!r}, and a strategy bound to devices "
+          f"cannot be configured for a cluster ({cluster_spec!r}): there its "
+          "replicas are each task's own devices. Make it without "
+          f"compute_devices ({name}()) for a program on a cluster.")
+    self._extended = parameter_server.configure_extended(
+        self, cluster_spec, task_type, task_id, num_gpus, wait)
 
   @property
   def cluster_resolver(self) -> Optional[Resolver]:
@@ -172,6 +219,8 @@ class ClusterMethods:
     return None if client is None else client.resolver_or_new()
 
   def __repr__(self) -> str:
+    if isinstance(self.extended, parameter_server.ParameterServerExtended):
+      return f"{type(self).__name__}({self.extended.describe()})"
     client = getattr(self.extended, "_cluster_client", None)
     if client is None:
       return super().__repr__()

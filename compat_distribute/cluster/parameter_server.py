@@ -51,10 +51,12 @@ import tensorflow as tf
 
 from compat_distribute.strategies import central_storage
 from compat_distribute.cluster import tasks as cluster_lib
+from compat_distribute.cluster import configured as configured_lib
 from compat_distribute.runtime import devices as devices_lib
 from compat_distribute.variables import placement
 from compat_distribute.variables import shared as replica_variables
 from compat_distribute.api import strategy_v1
+from compat_distribute.runtime.types import StrategyLike
 from compat_distribute.variables import central as variables_lib
 
 # The wait's default and its environment variable live in ``tasks`` (the TF2
@@ -72,8 +74,10 @@ class ParameterServerExtended(central_storage.CentralStorageExtended):
   """``strategy.extended`` of the v1 ``ParameterServerStrategy``."""
 
   def __init__(self, container_strategy: Any,
-               cluster_resolver: Any = None) -> None:
-    info = cluster_lib.resolve(cluster_resolver)
+               cluster_resolver: Any = None,
+               task_info: Optional[cluster_lib.TaskInfo] = None) -> None:
+    # task_info: the cluster and task already checked (configure, copies).
+    info = task_info or cluster_lib.resolve(cluster_resolver)
     self._task_info = info
     self._placer: Optional[placement.RoundRobinPlacer] = None
     self.cluster_wait_timeout: Optional[float] = _default_cluster_wait()
@@ -103,9 +107,13 @@ class ParameterServerExtended(central_storage.CentralStorageExtended):
     self._input_pipelines = info.input_pipelines
 
   def __repr__(self) -> str:
-    return (f"{type(self).__name__}(task={self._worker_device!r}, "
+    return f"{type(self).__name__}({self.describe()})"
+
+  def describe(self) -> str:
+    """The task and devices, as the strategies' reprs show them."""
+    return (f"task={self._worker_device!r}, "
             f"parameter_devices={self.parameter_devices!r}, "
-            f"worker_devices={self.worker_devices!r})")
+            f"worker_devices={self.worker_devices!r}")
 
   # -- cluster --------------------------------------------------------------
 
@@ -216,6 +224,38 @@ class ParameterServerExtended(central_storage.CentralStorageExtended):
                                     options)
 
 
+def configure_extended(strategy: StrategyLike,
+                       cluster_spec: configured_lib.ClusterSpecLike,
+                       task_type: configured_lib.TaskType,
+                       task_id: configured_lib.TaskId, num_gpus: int,
+                       cluster_wait_timeout: Optional[float]
+                       ) -> Optional[ParameterServerExtended]:
+  """The extended of ``strategy`` as task ``task_type``/``task_id`` of
+  ``cluster_spec`` (see ``cluster.configured``), or None when no cluster
+  is given.  ``ParameterServerStrategy`` and a configured
+  ``CentralStorageStrategy`` both use it: on a cluster they are the same
+  training."""
+  spec = configured_lib.cluster_spec_of(cluster_spec)
+  if spec is None:
+    return None
+  resolver = configured_lib.task_resolver(spec, task_type, task_id, num_gpus,
+                                          type(strategy).__name__)
+  extended = ParameterServerExtended(strategy, task_info=configured_lib.ConfiguredTask(
+      resolver, spec, resolver.task_type, resolver.task_id, num_gpus))
+  extended.cluster_wait_timeout = cluster_wait_timeout
+  return extended
+
+
+def copy_extended(extended: ParameterServerExtended,
+                  strategy: StrategyLike) -> ParameterServerExtended:
+  """A new extended for ``strategy`` (a deep copy's) with ``extended``'s
+  cluster, task and wait setting."""
+  copied = ParameterServerExtended(strategy,
+                                   task_info=extended._task_info)  # pylint: disable=protected-access
+  copied.cluster_wait_timeout = extended.cluster_wait_timeout
+  return copied
+
+
 class ParameterServerStrategyV1(
     strategy_v1.StrategyV1,
     tf.compat.v1.distribute.experimental.ParameterServerStrategy):
@@ -252,39 +292,31 @@ class ParameterServerStrategyV1(
     super().__init__(ParameterServerExtended(self, cluster_resolver))
 
   def _with_same_configuration(self) -> Any:
-    copied = type(self)(self.extended._cluster_resolver)  # pylint: disable=protected-access
-    copied.extended.cluster_wait_timeout = self.extended.cluster_wait_timeout
+    copied = type(self).__new__(type(self))
+    super(ParameterServerStrategyV1, copied).__init__(
+        copy_extended(self.extended, copied))
     return copied
 
   def __repr__(self) -> str:
-    extended = self.extended
-    return (f"{type(self).__name__}(task={extended._worker_device!r}, "  # pylint: disable=protected-access
-            f"parameter_devices={extended.parameter_devices!r}, "
-            f"worker_devices={extended.worker_devices!r})")
+    return f"{type(self).__name__}({self.extended.describe()})"
 
   @property
   def cluster_resolver(self) -> Any:
     """The cluster resolver the cluster and task were read from."""
     return self.extended._cluster_resolver  # pylint: disable=protected-access
 
-  def configure(self, session_config: Optional[Any] = None,
-                cluster_spec: Any = None, task_type: Optional[str] = None,
-                task_id: Optional[int] = None) -> None:
-    """Deprecated (use ``update_config_proto``).  With ``cluster_spec``,
-    first points the strategy at that cluster as task ``task_type`` /
-    ``task_id`` (as TensorFlow's does; build the graph afterwards), then
-    updates ``session_config`` in place."""
-    if cluster_spec:
-      if not isinstance(cluster_spec, tf.train.ClusterSpec):
-        cluster_spec = tf.train.ClusterSpec(cluster_spec)
-      extended = self.extended
-      resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
-          cluster_spec, task_type=task_type, task_id=task_id,
-          num_accelerators={"GPU": extended._task_info.num_gpus})  # pylint: disable=protected-access
-      wait = extended.cluster_wait_timeout
-      extended.__init__(self, resolver)  # pylint: disable=unnecessary-dunder-call
-      extended.cluster_wait_timeout = wait
-    super().configure(session_config)
+  def _configure_cluster(self, cluster_spec: configured_lib.ClusterSpecLike,
+                         task_type: configured_lib.TaskType,
+                         task_id: configured_lib.TaskId) -> None:
+    """``configure`` with ``cluster_spec``: points the strategy at that
+    cluster as task ``task_type``/``task_id`` (as TensorFlow's does; build
+    the graph afterwards); the wait setting is kept."""
+    extended = self.extended
+    configured = configure_extended(
+        self, cluster_spec, task_type, task_id,
+        extended._task_info.num_gpus, extended.cluster_wait_timeout)  # pylint: disable=protected-access
+    if configured is not None:
+      self._extended = configured
 
   def _refuse_eager(self, method: str) -> None:
     if tf.executing_eagerly():

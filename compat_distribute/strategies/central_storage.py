@@ -131,6 +131,10 @@ class CentralStorageExtended(extended_lib.Extended):
     compute = (devices_lib.default_compute_devices()
                if compute_devices is None else
                _check_compute_devices(compute_devices))
+    # Whether the strategy chose its compute devices (no compute_devices
+    # given): only then can ``configure`` move it onto a cluster task's own
+    # devices (cluster.central_storage), as in TensorFlow.
+    self._picks_devices = compute_devices is None
     if isinstance(parameter_device, tf.DeviceSpec):
       parameter_device = parameter_device.to_string()  # TF accepts it too
     if parameter_device is None:
@@ -306,8 +310,11 @@ class CentralStorageMethods:
                                             parameter_device))
 
   def _with_same_configuration(self) -> StrategyLike:
-    return type(self)(list(self.extended.worker_devices),
-                      self.extended._variable_device)  # pylint: disable=protected-access
+    extended = self.extended
+    copied = type(self)(list(extended.worker_devices),
+                        extended._variable_device)  # pylint: disable=protected-access
+    copied.extended._picks_devices = extended._picks_devices  # pylint: disable=protected-access
+    return copied
 
   @classmethod
   def _from_num_gpus(cls, num_gpus: int) -> StrategyLike:

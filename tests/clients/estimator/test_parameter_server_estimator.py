@@ -1,5 +1,7 @@
 """TensorFlow Estimator on a loopback parameter-server cluster, under
-TensorFlow's v1 ParameterServerStrategy and under ours, end to end.
+TensorFlow's v1 ParameterServerStrategy and under ours, end to end -- and
+under the v1 CentralStorageStrategy, which the distribute coordinator's
+``configure`` turns into the same parameter-server training.
 
 Estimator ships with TensorFlow 2.12-2.15 (``tensorflow_estimator``); there
 both runs use the TensorFlow under test.  From 2.16 on, Estimator runs on
@@ -58,7 +60,7 @@ def _command(impl):
   return [estimator_support.oracle_python(), SCRIPT], None
 
 
-def _run_tasks(impl, model_dir, cluster, tasks):
+def _run_tasks(impl, model_dir, cluster, tasks, strategy):
   """Starts one process per (type, index) of ``tasks`` with its TF_CONFIG;
   returns {type: (returncode, stdout, stderr)} of the ones that end (the ps
   serves until it is killed)."""
@@ -73,7 +75,7 @@ def _run_tasks(impl, model_dir, cluster, tasks):
       argv, cwd = _command(impl)
       processes[task_type] = subprocess.Popen(
           argv + ["--impl", impl, "--form", "tf_config", "--model_dir",
-                  model_dir], env=env, cwd=cwd, stdout=subprocess.PIPE,
+                  model_dir, "--strategy", strategy], env=env, cwd=cwd, stdout=subprocess.PIPE,
           stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
           start_new_session=True)
     results = {}
@@ -123,7 +125,21 @@ def _json(result, who):
   return json.loads(out.strip().splitlines()[-1])
 
 
-def test_train_and_evaluate_with_tf_config_trains_to_natives_checkpoint():
+# The strategy in RunConfig(train_distribute=...), and the module of ours
+# the chief reports.  CentralStorage becomes parameter-server training when
+# the coordinator configures it with the cluster (as TensorFlow's does);
+# that run is the slower half, so it is left out of `tox -e quick`.
+STRATEGIES = {
+    "parameter_server": "compat_distribute.cluster.parameter_server",
+    "central_storage": "compat_distribute.cluster.central_storage",
+}
+
+
+@pytest.mark.parametrize("strategy", [
+    "parameter_server",
+    pytest.param("central_storage", marks=pytest.mark.slow)])
+def test_train_and_evaluate_with_tf_config_trains_to_natives_checkpoint(
+    strategy):
   """``tf.estimator.train_and_evaluate`` with chief, worker, ps and
   evaluator as separate processes: TensorFlow's distribute coordinator
   configures the strategy before each task's server exists (ours used to
@@ -136,13 +152,13 @@ def test_train_and_evaluate_with_tf_config_trains_to_natives_checkpoint():
                  "evaluator": ports[3:]}
       model_dir = os.path.join(root, impl)
       results = _run_tasks(impl, model_dir, cluster,
-                           ["ps", "chief", "evaluator", "worker"])
+                           ["ps", "chief", "evaluator", "worker"], strategy)
       chief = _json(results["chief"], f"{impl} chief")
       worker = _json(results["worker"], f"{impl} worker")
       _json(results["evaluator"], f"{impl} evaluator")
       outputs[impl] = (chief, worker, _final_eval_loss(model_dir))
   (chief, worker, evaluated), native = outputs["ours"], outputs["native"]
-  assert chief["strategy"] == "compat_distribute.cluster.parameter_server"
+  assert chief["strategy"] == STRATEGIES[strategy]
   assert native[0]["checkpoint"]["global_step"] == 8
   # Exactly equal on the same TensorFlow; within rtol 1e-5 of TensorFlow
   # 2.15's where Estimator is supplied.
@@ -153,7 +169,10 @@ def test_train_and_evaluate_with_tf_config_trains_to_natives_checkpoint():
   close(list(evaluated), list(native[2]), "final evaluation (loss, step)")
 
 
-def test_independent_worker_coordinator_in_process_matches_native():
+@pytest.mark.parametrize("strategy", [
+    "parameter_server",
+    pytest.param("central_storage", marks=pytest.mark.slow)])
+def test_independent_worker_coordinator_in_process_matches_native(strategy):
   """The coordinator's independent-worker mode, every task a thread of one
   process: it deep-copies the strategy and calls configure before starting
   each task's server, then runs ``worker_fn`` with the copy."""
@@ -166,7 +185,8 @@ def test_independent_worker_coordinator_in_process_matches_native():
       process = subprocess.Popen(
           argv + ["--impl", impl, "--form", "in_process",
                   "--model_dir", os.path.join(root, impl), "--cluster",
-                  json.dumps(cluster), "--timeout", str(TIMEOUT - 20)],
+                  json.dumps(cluster), "--timeout", str(TIMEOUT - 20),
+                  "--strategy", strategy],
           env=estimator_support.environment(), cwd=cwd,
           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
           stdin=subprocess.DEVNULL, text=True, start_new_session=True)
