@@ -39,10 +39,12 @@ import dataclasses
 import json
 import os
 import threading
+import time
 from typing import Optional, Union
 
 import tensorflow as tf
 
+from compat_distribute.cluster import failures
 from compat_distribute.cluster import tasks
 from compat_distribute.runtime import devices
 from compat_distribute.runtime import logs
@@ -56,7 +58,8 @@ SERVED_JOBS = ("worker", "ps")
 # The file the client writes, relative to the working folder of each served
 # task's process, when its job is done (``cluster.serve`` watches for it).
 DONE_FILE = "compat_distribute_client_done"
-# How long the client waits at exit for the servers to take the message.
+# How long the client waits at exit for the servers to take the message
+# (all at once, in parallel).
 SAY_DONE_TIMEOUT = 10.0
 
 
@@ -183,6 +186,7 @@ def from_resolver(resolver: object) -> ClusterClient:
 
 _lock = threading.Lock()
 _connected: Optional[ClusterClient] = None
+_watchdog: Optional[failures.Watchdog] = None
 
 
 def connected() -> Optional[ClusterClient]:
@@ -190,11 +194,36 @@ def connected() -> Optional[ClusterClient]:
   return _connected
 
 
-def connect(client: ClusterClient, timeout: Optional[float]) -> None:
+def watchdog() -> Optional[failures.Watchdog]:
+  """The watchdog of the connected cluster's tasks, if any."""
+  return _watchdog
+
+
+def explain(error: BaseException) -> BaseException:
+  """``error``, or the ``failures.TaskLostError`` naming the lost task(s)
+  when this process's cluster lost one (see ``failures.explain``)."""
+  return failures.explain(error, _watchdog)
+
+
+def _on_lost(task: failures.LostTask) -> None:
+  # An op waiting on a stalled task waits for ever: make it fail now (and
+  # every second from then on, as TensorFlow connects to it again).
+  failures.close_connections_to(task.address)
+
+
+_UNSET: object = object()
+
+
+def connect(client: ClusterClient, timeout: Optional[float],
+            task_timeout: Union[Optional[float], object] = _UNSET) -> None:
   """Connects this process to ``client``'s cluster (once per process).
 
   First waits, at most ``timeout`` seconds (None: not at all), until every
-  worker and ps task accepts connections.
+  worker and ps task accepts connections.  Then watches them
+  (``failures.Watchdog``): a task silent for ``task_timeout`` seconds
+  (default ``COMPAT_DISTRIBUTE_TASK_TIMEOUT``, 30; None: no watchdog), or
+  refusing connections, is lost, and an uncaught TensorFlow error of the
+  program then prints as the ``TaskLostError`` naming it.
 
   Raises:
     TaskUnavailableError: naming each task still unreachable, with its
@@ -224,7 +253,19 @@ def connect(client: ClusterClient, timeout: Optional[float]) -> None:
         protocol="grpc")
     devices.set_eager_task(client.job, client.task)
     _connected = client
+    _start_watchdog(client, failures.default_task_timeout()
+                    if task_timeout is _UNSET else task_timeout)
     atexit.register(tell_servers_done)
+
+
+def _start_watchdog(client: ClusterClient,
+                    task_timeout: Optional[float]) -> None:
+  global _watchdog
+  if task_timeout is None:
+    return
+  _watchdog = failures.Watchdog(client.spec, client.served_tasks,
+                                float(task_timeout), _on_lost).start()
+  failures.install_excepthook(watchdog)
 
 
 def worker_devices(client: ClusterClient
@@ -250,28 +291,38 @@ def _say_done(job: str, index: int) -> None:
 
 
 def tell_servers_done(timeout: float = SAY_DONE_TIMEOUT) -> list[str]:
-  """Tells each reachable worker and ps task's ``serve`` that the job is
-  done, so it ends; returns the tasks told.  Bounded by ``timeout``; runs
-  at exit of a process that connected."""
+  """Tells each worker and ps task's ``serve`` that the job is done, so it
+  ends; returns the tasks told.  All tasks at once, in parallel, at most
+  ``timeout`` seconds in all; a task the watchdog found lost, or that
+  refuses connections, is skipped.  Runs at exit of a process that
+  connected (after stopping the watchdog: the tasks now end)."""
   client = _connected
   if client is None:
     return []
+  lost: set[tuple[str, int]] = set()
+  if _watchdog is not None:
+    _watchdog.stop()
+    lost = {(task.job, task.index) for task in _watchdog.lost}
   told: list[str] = []
 
-  def say() -> None:
-    for job, index in client.served_tasks:
-      if not tasks.accepts(client.spec.task_address(job, index)):
-        continue
-      try:
-        _say_done(job, index)
-        told.append(f"/job:{job}/task:{index}")
-      except (tf.errors.OpError, RuntimeError) as e:
-        logs.logger().warning("could not tell /job:%s/task:%d the job is "
-                              "done: %s", job, index, e)
+  def say(job: str, index: int) -> None:
+    if not tasks.accepts(client.spec.task_address(job, index)):
+      return
+    try:
+      _say_done(job, index)
+      told.append(f"/job:{job}/task:{index}")
+    except (tf.errors.OpError, RuntimeError) as e:
+      logs.logger().warning("could not tell /job:%s/task:%d the job is "
+                            "done: %s", job, index, e)
 
-  thread = threading.Thread(target=say, name="tell-servers-done", daemon=True)
-  thread.start()
-  thread.join(timeout)
+  threads = [threading.Thread(target=say, args=task, daemon=True,
+                              name="tell-servers-done")
+             for task in client.served_tasks if task not in lost]
+  for thread in threads:
+    thread.start()
+  deadline = time.monotonic() + timeout
+  for thread in threads:
+    thread.join(max(0.0, deadline - time.monotonic()))
   return told
 
 
