@@ -64,6 +64,8 @@ TASK_TIMEOUT_VARIABLE = "COMPAT_DISTRIBUTE_TASK_TIMEOUT"
 DEFAULT_TASK_TIMEOUT = 30.0
 # Longest pause between two checks of one task.
 MAX_PERIOD = 5.0
+# Seconds between two calls of ``on_lost`` for a task once lost.
+SWEEP_PERIOD = 1.0
 
 REFUSED = "refused the connection (its process ended or its port closed)"
 CLOSED = "closed the connection (its server ended)"
@@ -209,7 +211,8 @@ class Watchdog:
     cluster_spec: the cluster.
     watched: ``(job, index)`` of each task to watch.
     timeout: seconds of silence after which a task is lost as stalled.
-    on_lost: called (in the watchdog's thread) with each ``LostTask``.
+    on_lost: called (in the watchdog's thread) with each ``LostTask``
+      when it is found, then every ``SWEEP_PERIOD`` seconds.
   """
 
   def __init__(self, cluster_spec: tf.train.ClusterSpec,
@@ -235,7 +238,8 @@ class Watchdog:
     return self
 
   def stop(self) -> None:
-    """Ends the checks (at once; a check under way ends on its own)."""
+    """Ends the checks (at once; a check under way ends on its own); a
+    lost task's ``on_lost`` goes on every ``SWEEP_PERIOD`` seconds."""
     self._stop.set()
 
   @property
@@ -248,22 +252,31 @@ class Watchdog:
       what = probe(address, self.timeout)
       if what is None or self._stop.is_set():
         continue
-      lost = LostTask(job, index, address, what)
-      self.report(lost)
-      # TensorFlow connects again to a stalled task: keep telling.
-      while self._on_lost is not None and not self._stop.wait(1.0):
-        self._on_lost(lost)
+      self.report(LostTask(job, index, address, what))
       return
 
   def report(self, task: LostTask) -> None:
-    """Records ``task`` as lost (once), logs it and calls ``on_lost``."""
+    """Records ``task`` as lost (once), logs it and calls ``on_lost`` now
+    and then every ``SWEEP_PERIOD`` seconds while the process lives, also
+    after ``stop()``: TensorFlow connects to a lost task again (and, if it
+    is stalled, waits on it again), its teardown at exit included."""
     with self._lock:
       if any((t.job, t.index) == (task.job, task.index) for t in self._lost):
         return
       self._lost.append(task)
     logs.logger().error("lost cluster task %s", task)
-    if self._on_lost is not None:
-      self._on_lost(task)
+    on_lost = self._on_lost
+    if on_lost is None:
+      return
+    on_lost(task)
+
+    def sweep() -> None:
+      while True:
+        time.sleep(SWEEP_PERIOD)
+        on_lost(task)
+    threading.Thread(target=sweep, daemon=True,
+                     name=f"compat_distribute-lost-{task.job}-{task.index}"
+                     ).start()
 
   def check_now(self, timeout: float) -> list[LostTask]:
     """Checks every task not yet lost at once, in parallel, for at most

@@ -20,6 +20,24 @@ tasks, through TensorFlow's remote eager execution
   ``serve`` made for itself.  (A queue or variable by shared name would not
   do: TensorFlow gives each remote eager client resources of its own,
   which a ``Session`` on the server cannot see.)
+* ``explain``: the error an uncaught TensorFlow error becomes when a task
+  was lost (``failures.TaskLostError``, naming it; ``failures`` watches the
+  tasks from ``connect`` on).
+
+Every wait of the client on its tasks is bounded:
+
+* before connecting, for every task to accept connections: at most
+  ``COMPAT_DISTRIBUTE_CLUSTER_WAIT`` seconds (default 300), then
+  ``TaskUnavailableError``;
+* connecting, and every op on a task (a training step, a variable read,
+  the next batch): a task killed or closed fails it within a second or
+  so; a task silent for ``COMPAT_DISTRIBUTE_TASK_TIMEOUT`` seconds
+  (default 30) is found within that and one check period (at most 5 s),
+  then the op fails within ``failures.SWEEP_PERIOD`` (1 s);
+* naming the lost task of an uncaught error: at most 2 s of checks, in
+  parallel;
+* at exit, telling the tasks the job is done: ``SAY_DONE_TIMEOUT`` (10 s)
+  for all of them at once, a lost task skipped.
 
 >>> client = ClusterClient.of({"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:2"],
 ...                            "worker": ["127.0.0.1:3", "127.0.0.1:4"]},
@@ -240,6 +258,8 @@ def connect(client: ClusterClient, timeout: Optional[float],
             "per process). Make every strategy of the program with the same "
             "cluster.")
       return
+    if task_timeout is _UNSET:
+      task_timeout = failures.default_task_timeout()
     if timeout is not None:
       tasks.wait_for_tasks(
           client.spec, client.served_tasks, float(timeout),
@@ -248,24 +268,41 @@ def connect(client: ClusterClient, timeout: Optional[float],
                       "and that task's TF_CONFIG"),
           wait_longer=("to wait longer set the COMPAT_DISTRIBUTE_CLUSTER_WAIT "
                        "environment variable (seconds)"))
-    tf.config.experimental_connect_to_cluster(
-        client.spec, job_name=client.job, task_index=client.task,
-        protocol="grpc")
+    # Watched from here on: a task that stalls now would hold the
+    # connection itself for ever.
+    _start_watchdog(client, task_timeout)  # type: ignore[arg-type]
+    try:
+      tf.config.experimental_connect_to_cluster(
+          client.spec, job_name=client.job, task_index=client.task,
+          protocol="grpc")
+    except tf.errors.OpError as e:
+      named = explain(e)
+      if _watchdog is not None:
+        _watchdog.stop()
+      if named is e:
+        raise
+      raise named from e
     devices.set_eager_task(client.job, client.task)
     _connected = client
-    _start_watchdog(client, failures.default_task_timeout()
-                    if task_timeout is _UNSET else task_timeout)
     atexit.register(tell_servers_done)
+
+
+_hook_installed = False
 
 
 def _start_watchdog(client: ClusterClient,
                     task_timeout: Optional[float]) -> None:
-  global _watchdog
+  global _watchdog, _hook_installed
+  if _watchdog is not None:
+    _watchdog.stop()  # of a connection that failed
+  _watchdog = None
   if task_timeout is None:
     return
   _watchdog = failures.Watchdog(client.spec, client.served_tasks,
                                 float(task_timeout), _on_lost).start()
-  failures.install_excepthook(watchdog)
+  if not _hook_installed:
+    failures.install_excepthook(watchdog)
+    _hook_installed = True
 
 
 def worker_devices(client: ClusterClient
@@ -315,14 +352,24 @@ def tell_servers_done(timeout: float = SAY_DONE_TIMEOUT) -> list[str]:
       logs.logger().warning("could not tell /job:%s/task:%d the job is "
                             "done: %s", job, index, e)
 
+  waiting = [task for task in client.served_tasks if task not in lost]
   threads = [threading.Thread(target=say, args=task, daemon=True,
-                              name="tell-servers-done")
-             for task in client.served_tasks if task not in lost]
+                              name="tell-servers-done") for task in waiting]
   for thread in threads:
     thread.start()
   deadline = time.monotonic() + timeout
   for thread in threads:
     thread.join(max(0.0, deadline - time.monotonic()))
+  for thread, (job, index) in zip(threads, waiting):
+    if thread.is_alive():  # stalled: the process's teardown must not wait
+      silent = failures.LostTask(
+          job, index, client.spec.task_address(job, index),
+          f"no answer for {timeout:g} s to the message that the job is done")
+      if _watchdog is not None:
+        _watchdog.report(silent)
+      else:
+        logs.logger().error("lost cluster task %s", silent)
+        _on_lost(silent)
   return told
 
 
