@@ -125,6 +125,9 @@ def run_script(script: str, args: Sequence[str] = ()) -> int:
     traceback.print_exception(type(e), e, _script_traceback(e.__traceback__))
     return 130
   except BaseException as e:  # pylint: disable=broad-except
+    remote = sys.modules.get("compat_distribute.cluster.remote")
+    if remote is not None:  # a cluster task lost: the error names it
+      e = remote.explain(e)
     traceback.print_exception(type(e), e, _script_traceback(e.__traceback__))
     return 1
   finally:

@@ -20,6 +20,24 @@ tasks, through TensorFlow's remote eager execution
   ``serve`` made for itself.  (A queue or variable by shared name would not
   do: TensorFlow gives each remote eager client resources of its own,
   which a ``Session`` on the server cannot see.)
+* ``explain``: the error an uncaught TensorFlow error becomes when a task
+  was lost (``failures.TaskLostError``, naming it; ``failures`` watches the
+  tasks from ``connect`` on).
+
+Every wait of the client on its tasks is bounded:
+
+* before connecting, for every task to accept connections: at most
+  ``COMPAT_DISTRIBUTE_CLUSTER_WAIT`` seconds (default 300), then
+  ``TaskUnavailableError``;
+* connecting, and every op on a task (a training step, a variable read,
+  the next batch): a task killed or closed fails it within a second or
+  so; a task silent for ``COMPAT_DISTRIBUTE_TASK_TIMEOUT`` seconds
+  (default 30) is found within that and one check period (at most 5 s),
+  then the op fails within ``failures.SWEEP_PERIOD`` (1 s);
+* naming the lost task of an uncaught error: at most 2 s of checks, in
+  parallel;
+* at exit, telling the tasks the job is done: ``SAY_DONE_TIMEOUT`` (10 s)
+  for all of them at once, a lost task skipped.
 
 >>> client = ClusterClient.of({"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:2"],
 ...                            "worker": ["127.0.0.1:3", "127.0.0.1:4"]},
@@ -39,10 +57,12 @@ import dataclasses
 import json
 import os
 import threading
+import time
 from typing import Optional, Union
 
 import tensorflow as tf
 
+from compat_distribute.cluster import failures
 from compat_distribute.cluster import tasks
 from compat_distribute.runtime import devices
 from compat_distribute.runtime import logs
@@ -56,7 +76,8 @@ SERVED_JOBS = ("worker", "ps")
 # The file the client writes, relative to the working folder of each served
 # task's process, when its job is done (``cluster.serve`` watches for it).
 DONE_FILE = "compat_distribute_client_done"
-# How long the client waits at exit for the servers to take the message.
+# How long the client waits at exit for the servers to take the message
+# (all at once, in parallel).
 SAY_DONE_TIMEOUT = 10.0
 
 
@@ -183,6 +204,7 @@ def from_resolver(resolver: object) -> ClusterClient:
 
 _lock = threading.Lock()
 _connected: Optional[ClusterClient] = None
+_watchdog: Optional[failures.Watchdog] = None
 
 
 def connected() -> Optional[ClusterClient]:
@@ -190,11 +212,36 @@ def connected() -> Optional[ClusterClient]:
   return _connected
 
 
-def connect(client: ClusterClient, timeout: Optional[float]) -> None:
+def watchdog() -> Optional[failures.Watchdog]:
+  """The watchdog of the connected cluster's tasks, if any."""
+  return _watchdog
+
+
+def explain(error: BaseException) -> BaseException:
+  """``error``, or the ``failures.TaskLostError`` naming the lost task(s)
+  when this process's cluster lost one (see ``failures.explain``)."""
+  return failures.explain(error, _watchdog)
+
+
+def _on_lost(task: failures.LostTask) -> None:
+  # An op waiting on a stalled task waits for ever: make it fail now (and
+  # every second from then on, as TensorFlow connects to it again).
+  failures.close_connections_to(task.address)
+
+
+_UNSET: object = object()
+
+
+def connect(client: ClusterClient, timeout: Optional[float],
+            task_timeout: Union[Optional[float], object] = _UNSET) -> None:
   """Connects this process to ``client``'s cluster (once per process).
 
   First waits, at most ``timeout`` seconds (None: not at all), until every
-  worker and ps task accepts connections.
+  worker and ps task accepts connections.  Then watches them
+  (``failures.Watchdog``): a task silent for ``task_timeout`` seconds
+  (default ``COMPAT_DISTRIBUTE_TASK_TIMEOUT``, 30; None: no watchdog), or
+  refusing connections, is lost, and an uncaught TensorFlow error of the
+  program then prints as the ``TaskLostError`` naming it.
 
   Raises:
     TaskUnavailableError: naming each task still unreachable, with its
@@ -211,6 +258,8 @@ def connect(client: ClusterClient, timeout: Optional[float]) -> None:
             "per process). Make every strategy of the program with the same "
             "cluster.")
       return
+    if task_timeout is _UNSET:
+      task_timeout = failures.default_task_timeout()
     if timeout is not None:
       tasks.wait_for_tasks(
           client.spec, client.served_tasks, float(timeout),
@@ -219,12 +268,41 @@ def connect(client: ClusterClient, timeout: Optional[float]) -> None:
                       "and that task's TF_CONFIG"),
           wait_longer=("to wait longer set the COMPAT_DISTRIBUTE_CLUSTER_WAIT "
                        "environment variable (seconds)"))
-    tf.config.experimental_connect_to_cluster(
-        client.spec, job_name=client.job, task_index=client.task,
-        protocol="grpc")
+    # Watched from here on: a task that stalls now would hold the
+    # connection itself for ever.
+    _start_watchdog(client, task_timeout)  # type: ignore[arg-type]
+    try:
+      tf.config.experimental_connect_to_cluster(
+          client.spec, job_name=client.job, task_index=client.task,
+          protocol="grpc")
+    except tf.errors.OpError as e:
+      named = explain(e)
+      if _watchdog is not None:
+        _watchdog.stop()
+      if named is e:
+        raise
+      raise named from e
     devices.set_eager_task(client.job, client.task)
     _connected = client
     atexit.register(tell_servers_done)
+
+
+_hook_installed = False
+
+
+def _start_watchdog(client: ClusterClient,
+                    task_timeout: Optional[float]) -> None:
+  global _watchdog, _hook_installed
+  if _watchdog is not None:
+    _watchdog.stop()  # of a connection that failed
+  _watchdog = None
+  if task_timeout is None:
+    return
+  _watchdog = failures.Watchdog(client.spec, client.served_tasks,
+                                float(task_timeout), _on_lost).start()
+  if not _hook_installed:
+    failures.install_excepthook(watchdog)
+    _hook_installed = True
 
 
 def worker_devices(client: ClusterClient
@@ -250,28 +328,48 @@ def _say_done(job: str, index: int) -> None:
 
 
 def tell_servers_done(timeout: float = SAY_DONE_TIMEOUT) -> list[str]:
-  """Tells each reachable worker and ps task's ``serve`` that the job is
-  done, so it ends; returns the tasks told.  Bounded by ``timeout``; runs
-  at exit of a process that connected."""
+  """Tells each worker and ps task's ``serve`` that the job is done, so it
+  ends; returns the tasks told.  All tasks at once, in parallel, at most
+  ``timeout`` seconds in all; a task the watchdog found lost, or that
+  refuses connections, is skipped.  Runs at exit of a process that
+  connected (after stopping the watchdog: the tasks now end)."""
   client = _connected
   if client is None:
     return []
+  lost: set[tuple[str, int]] = set()
+  if _watchdog is not None:
+    _watchdog.stop()
+    lost = {(task.job, task.index) for task in _watchdog.lost}
   told: list[str] = []
 
-  def say() -> None:
-    for job, index in client.served_tasks:
-      if not tasks.accepts(client.spec.task_address(job, index)):
-        continue
-      try:
-        _say_done(job, index)
-        told.append(f"/job:{job}/task:{index}")
-      except (tf.errors.OpError, RuntimeError) as e:
-        logs.logger().warning("could not tell /job:%s/task:%d the job is "
-                              "done: %s", job, index, e)
+  def say(job: str, index: int) -> None:
+    if not tasks.accepts(client.spec.task_address(job, index)):
+      return
+    try:
+      _say_done(job, index)
+      told.append(f"/job:{job}/task:{index}")
+    except (tf.errors.OpError, RuntimeError) as e:
+      logs.logger().warning("could not tell /job:%s/task:%d the job is "
+                            "done: %s", job, index, e)
 
-  thread = threading.Thread(target=say, name="tell-servers-done", daemon=True)
-  thread.start()
-  thread.join(timeout)
+  waiting = [task for task in client.served_tasks if task not in lost]
+  threads = [threading.Thread(target=say, args=task, daemon=True,
+                              name="tell-servers-done") for task in waiting]
+  for thread in threads:
+    thread.start()
+  deadline = time.monotonic() + timeout
+  for thread in threads:
+    thread.join(max(0.0, deadline - time.monotonic()))
+  for thread, (job, index) in zip(threads, waiting):
+    if thread.is_alive():  # stalled: the process's teardown must not wait
+      silent = failures.LostTask(
+          job, index, client.spec.task_address(job, index),
+          f"no answer for {timeout:g} s to the message that the job is done")
+      if _watchdog is not None:
+        _watchdog.report(silent)
+      else:
+        logs.logger().error("lost cluster task %s", silent)
+        _on_lost(silent)
   return told
 
 

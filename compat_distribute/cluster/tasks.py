@@ -51,21 +51,35 @@ def parse_cluster_wait(text: str) -> Optional[float]:
   ...
   ValueError: COMPAT_DISTRIBUTE_CLUSTER_WAIT must be a number of seconds (at least 0) or one of none, off, no, never (no wait), got 'soon'. Set it to e.g. 60 or none, or unset it for 300.
   """
+  return parse_seconds(text, "COMPAT_DISTRIBUTE_CLUSTER_WAIT",
+                       DEFAULT_CLUSTER_WAIT, "no wait")
+
+
+def parse_seconds(text: str, name: str, default: float, none_means: str,
+                  above_zero: bool = False) -> Optional[float]:
+  """A number of seconds from ``name``'s value ``text``: a word of
+  ``NO_WAIT_WORDS`` is None (``none_means`` says what that does); empty is
+  ``default``.
+
+  Raises:
+    ValueError: anything else that is not a number at least 0 (above 0
+      with ``above_zero``), with the value and the fix.
+  """
   text = text.strip()
   if not text:
-    return DEFAULT_CLUSTER_WAIT
+    return default
   if text.lower() in NO_WAIT_WORDS:
     return None
   try:
     seconds = float(text)
   except ValueError:
     seconds = -1.0
-  if not seconds >= 0:  # also refuses nan
+  if not (seconds > 0 if above_zero else seconds >= 0):  # also refuses nan
+    bound = "above 0" if above_zero else "(at least 0)"
     raise ValueError(
-        f"COMPAT_DISTRIBUTE_CLUSTER_WAIT must be a number of seconds (at "
-        f"least 0) or one of {', '.join(NO_WAIT_WORDS)} (no wait), got "
-        f"{text!r}. Set it to e.g. 60 or none, or unset it for "
-        f"{DEFAULT_CLUSTER_WAIT:g}.")
+        f"{name} must be a number of seconds {bound} or one of "
+        f"{', '.join(NO_WAIT_WORDS)} ({none_means}), got {text!r}. Set it "
+        f"to e.g. 60 or none, or unset it for {default:g}.")
   return seconds
 
 

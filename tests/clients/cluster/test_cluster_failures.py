@@ -1,0 +1,150 @@
+"""A TF2 cluster that loses a task mid-training names it.
+
+A custom training loop runs as the chief of a loopback cluster (2 workers,
+1 ps, each ``serve``); once it has trained a few steps, one task is lost:
+
+* killed (SIGKILL) -- its connections reset, its port refuses;
+* its process ends cleanly (SIGTERM: ``serve`` exits), its port closes;
+* stopped (SIGSTOP) -- alive, its port still accepting connections, silent
+  (the case TensorFlow waits on for ever); the ps as well as a worker.
+
+Each time the chief exits non-zero within the bound (the stall timeout is
+``COMPAT_DISTRIBUTE_TASK_TIMEOUT``, 8 s here, plus the watchdog's period
+and room for a loaded machine), its error is ``TaskLostError`` naming the
+job, index, address and what happened, and every other task's ``serve``
+ends by itself, told by the chief.  One run is a plain ``python``
+program (the error comes through ``sys.excepthook``), the others run under
+``python -m compat_distribute run``.
+"""
+import os
+import signal
+import sys
+import time
+
+import pytest
+
+from compat_distribute.cluster import local as local_cluster
+from compat_distribute.cluster import local_served
+import support
+
+pytestmark = [pytest.mark.cluster, pytest.mark.subprocess, pytest.mark.slow]
+
+ROOT = str(support.ROOT)
+TASK_TIMEOUT = 8
+ENV = {"PYTHONPATH": ROOT, "COMPAT_DISTRIBUTE_CLUSTER_WAIT": "60",
+       "COMPAT_DISTRIBUTE_TASK_TIMEOUT": str(TASK_TIMEOUT)}
+# From the loss to the chief's exit: the stall timeout and one period, the
+# error's way out, the chief's bounded goodbyes; room for 2 busy cores.
+BOUND = 60
+STRATEGY = {"run": "tf.distribute.experimental.CentralStorageStrategy()",
+            "python": "__import__('compat_distribute.v2').v2.experimental."
+                      "CentralStorageStrategy()"}
+
+PROGRAM = """\
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+strategy = {strategy}
+GLOBAL_BATCH = 64
+
+
+def dataset_fn(context):
+  rng = np.random.RandomState(0)
+  x = rng.normal(size=(1024, 8)).astype("float32")
+  y = (x @ rng.normal(size=(8, 1))).astype("float32")
+  batch = context.get_per_replica_batch_size(GLOBAL_BATCH)
+  dataset = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(batch)
+  return dataset.shard(context.num_input_pipelines, context.input_pipeline_id)
+
+
+with strategy.scope():
+  layer = tf.keras.layers.Dense(1)
+  layer.build((None, 8))
+  optimizer = tf.keras.optimizers.SGD(0.01)
+
+
+@tf.function
+def train_step(iterator):
+  def step_fn(inputs):
+    x, y = inputs
+    with tf.GradientTape() as tape:
+      loss = tf.reduce_sum(tf.square(layer(x) - y)) / GLOBAL_BATCH
+    grads = tape.gradient(loss, layer.trainable_variables)
+    optimizer.apply_gradients(zip(grads, layer.trainable_variables))
+    return loss
+  losses = strategy.run(step_fn, args=(next(iterator),))
+  return strategy.reduce("SUM", losses, axis=None)
+
+
+iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+step = 0
+while True:
+  loss = train_step(iterator)
+  if step % 10 == 0:
+    print(f"step {{step}}: loss {{float(loss):.6f}}", flush=True)
+  step += 1
+"""
+
+SIGNALS = {"kill": signal.SIGKILL, "exit": signal.SIGTERM,
+           "stop": signal.SIGSTOP}
+WHAT = {"kill": ("refused the connection", "closed the connection"),
+        "exit": ("refused the connection", "closed the connection"),
+        "stop": (f"no answer for {TASK_TIMEOUT} s",)}
+
+
+def wait_for(process, text, timeout):
+  deadline = time.monotonic() + timeout
+  while text not in local_cluster.read_log(process.out):
+    assert process.poll() is None and time.monotonic() < deadline, (
+        f"no {text!r} (exit {process.poll()}):\n"
+        f"{local_cluster.read_log(process.err)[-3000:]}")
+    time.sleep(0.1)
+
+
+@pytest.mark.parametrize("job,index,how,runner", [
+    ("worker", 1, "kill", "run"),
+    ("worker", 0, "exit", "python"),
+    ("worker", 1, "stop", "run"),
+    ("ps", 0, "stop", "run"),
+])
+def test_lost_task_is_named_and_the_chief_ends(tmp_path, job, index, how,
+                                               runner):
+  script = tmp_path / "train.py"
+  script.write_text(PROGRAM.format(strategy=STRATEGY[runner]))
+  with local_served.ServedCluster(2, 1, env=ENV) as cluster:
+    server = cluster.servers[(job, index)]
+    try:
+      chief = cluster.start_chief(str(script), installed=runner == "run")
+      wait_for(chief, "step 10:", 180)
+      os.kill(server.pid, SIGNALS[how])
+      lost_at = time.monotonic()
+      result = cluster.collect(chief, BOUND + 30)
+      took = time.monotonic() - lost_at
+      others = {task: process for task, process in cluster.servers.items()
+                if task != (job, index)}
+      ended = {f"/job:{t}/task:{i}": cluster.collect(p, 60)
+               for (t, i), p in others.items()}
+    finally:
+      if how == "stop":
+        os.kill(server.pid, signal.SIGCONT)
+        server.kill()
+  assert result.returncode == 1 and not result.timed_out, (
+      result.returncode, result.stderr[-3000:])
+  assert took < BOUND, took
+  address = cluster.cluster[job][index]
+  # The exception the program ended with: the named error (TensorFlow may
+  # log more lines as the process ends).
+  named = [line for line in result.stderr.splitlines() if line.startswith(
+      "compat_distribute.cluster.failures.TaskLostError: ")]
+  assert len(named) == 1, result.stderr[-3000:]
+  assert named[0].split(": ", 1)[1].startswith(
+      f"Lost cluster task /job:{job}/task:{index} at {address}: "), named
+  assert any(what in named[0] for what in WHAT[how]), named
+  assert "The above exception was the direct cause" in result.stderr
+  # Every other task ends by itself, told by the chief.
+  for task, other in ended.items():
+    assert other.returncode == 0 and not other.timed_out, (
+        task, other.returncode, other.stdout[-1000:])
+    assert "the chief says its job is done" in other.stdout
