@@ -6,10 +6,10 @@
     with ``compat_distribute.install()`` in effect, so TensorFlow's
     ``OneDeviceStrategy`` and ``CentralStorageStrategy`` names (v1 and v2)
     and the v1 ``ParameterServerStrategy`` are the shim's, in every
-    spelling.  A script that ends on a lost cluster task (an uncaught
-    ``tf.errors.UnavailableError``, ``DeadlineExceededError`` or
-    ``AbortedError``) exits with status 75; with ``--max-restarts N`` it is
-    run again in a new process, at most N times (``cluster.supervisor``).
+    spelling.  With ``--max-restarts N``, a script that ends on a lost
+    cluster task (an uncaught ``tf.errors.UnavailableError``,
+    ``DeadlineExceededError`` or ``AbortedError``) is run again in a new
+    process, at most N times (``cluster.supervisor``).
 ``serve [--client-wait SECONDS] [--chief-return-wait SECONDS]``
     Runs this task's TensorFlow server (a ``worker`` or ``ps`` of
     ``TF_CONFIG``) for a ``CentralStorageStrategy`` program whose ``chief``
@@ -47,12 +47,13 @@ USAGE = f"""\
         tf.compat.v1.distribute) and tf.compat.v1's ParameterServerStrategy
         replaced by compat_distribute's, in every spelling; with TF_CONFIG
         naming this task 'chief', a TF2 CentralStorageStrategy runs on the
-        cluster's workers and ps tasks.  A script that ends because a
-        cluster task was lost (an uncaught UnavailableError,
-        DeadlineExceededError or AbortedError) exits with status 75.
-    --max-restarts N       run it again, in a new process, after each
-                           such end, at most N times; any other end is
-                           final, with the script's status
+        cluster's workers and ps tasks
+    --max-restarts N       when the script ends because a cluster task
+                           was lost (an uncaught UnavailableError,
+                           DeadlineExceededError or AbortedError), run it
+                           again, in a new process, at most N times, then
+                           exit 75; any other end is final, with the
+                           script's status
     --task-wait SECONDS    before a restart, wait at most this long for
                            every worker and ps task to answer (default 30)
     --checkpoint-dir DIR   the script's checkpoint folder: each restart
@@ -106,8 +107,9 @@ def run_script(script: str, args: Sequence[str] = ()) -> int:
 
   Returns:
     0 if the script finished, 1 if it raised (its traceback is printed to
-    stderr), 75 if what it raised says a cluster task was lost
-    (``supervisor.LOST_STATUS``), 2 if it cannot be opened.  ``SystemExit`` raised by the script
+    stderr; 75, ``supervisor.LOST_STATUS``, when ``run --max-restarts``
+    runs this process and what it raised says a cluster task was lost),
+    2 if it cannot be opened.  ``SystemExit`` raised by the script
     propagates, so ``sys.exit(code)`` behaves as under ``python``.
   """
   if not os.path.exists(script):

@@ -10,7 +10,8 @@ SCRIPT ARGS``, and tells two endings apart by the child's exit status:
   refused, the named lost-task error of ``cluster.remote``),
   ``DeadlineExceededError`` (no answer in time) or ``AbortedError`` --
   found on the exception or its ``__cause__`` / ``__context__`` chain
-  (``is_task_loss``).  The child runner maps it to 75 (``child_status``);
+  (``is_task_loss``).  The child runner maps it to 75 (``child_status``;
+  only under a supervisor: a plain ``run`` keeps status 1);
   the supervisor waits, bounded and naming the tasks that do not answer,
   until every worker and ps task of ``TF_CONFIG`` accepts connections
   again, logs the restart and starts a NEW child process.  At most ``N``
@@ -120,11 +121,12 @@ def restart_number(environ: Optional[dict] = None) -> tuple[int, int]:
 
 
 def child_status(error: BaseException) -> Optional[int]:
-  """The exit status for a program that raised ``error``: ``LOST_STATUS``
-  for a lost task (its description written where the supervisor reads
-  it), else None.  When a restart will follow, the ``serve`` tasks are
-  not told the job is done."""
-  if not is_task_loss(error):
+  """The exit status for a program that raised ``error``, run by a
+  supervisor: ``LOST_STATUS`` for a lost task (its description written
+  where the supervisor reads it), else None (also when no supervisor runs
+  this process).  When a restart will follow, the ``serve`` tasks are not
+  told the job is done."""
+  if RESTART_VARIABLE not in os.environ or not is_task_loss(error):
     return None
   loss_file = os.environ.get(LOSS_FILE_VARIABLE)
   if loss_file:

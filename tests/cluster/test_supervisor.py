@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
@@ -166,7 +167,7 @@ def test_a_stop_signal_stops_the_child_and_does_not_restart(tmp_path,
 def test_the_runner_maps_a_lost_task_to_its_own_status(tmp_path, capsys,
                                                        monkeypatch, error,
                                                        status):
-  monkeypatch.delenv(supervisor.RESTART_VARIABLE, raising=False)
+  monkeypatch.setenv(supervisor.RESTART_VARIABLE, "0/2")
   loss = tmp_path / "loss.json"
   monkeypatch.setenv(supervisor.LOSS_FILE_VARIABLE, str(loss))
   script = tmp_path / "raises.py"
@@ -179,6 +180,16 @@ def test_the_runner_maps_a_lost_task_to_its_own_status(tmp_path, capsys,
         type(error).__name__ + ": ")
   else:
     assert not loss.exists()
+
+
+def test_without_a_supervisor_a_lost_task_is_status_1(tmp_path, capsys,
+                                                     monkeypatch):
+  monkeypatch.delenv(supervisor.RESTART_VARIABLE, raising=False)
+  script = tmp_path / "raises.py"
+  script.write_text("import tensorflow as tf\n"
+                    "raise tf.errors.UnavailableError(None, None, 'reset')\n")
+  assert runner.run_script(str(script)) == 1
+  assert "UnavailableError: reset" in capsys.readouterr().err
 
 
 def test_a_lost_task_under_another_exception_counts_as_lost():
@@ -220,3 +231,79 @@ def test_resume_point_names_the_checkpoint_and_its_counters(tmp_path):
   assert supervisor.resume_point(str(tmp_path / "empty")) == (
       f"no checkpoint in {tmp_path / 'empty'}: the program starts from "
       "scratch")
+
+
+@pytest.mark.subprocess
+@pytest.mark.cluster
+def test_serve_waits_for_a_chief_to_come_back_then_ends(tmp_path):
+  """A stand-in chief (a listening socket) comes, goes, comes back and
+  goes for good: serve serves the second one and ends after its
+  --chief-return-wait."""
+  from compat_distribute.cluster import local as local_cluster
+  from compat_distribute.cluster import local_served
+  ports = local_cluster.free_ports(3)
+  cluster = {"chief": [f"127.0.0.1:{ports[0]}"],
+             "worker": [f"127.0.0.1:{ports[1]}"],
+             "ps": [f"127.0.0.1:{ports[2]}"]}
+
+  chiefs = []
+
+  class Chief:
+    """Accepts (and closes) every connection until closed."""
+
+    def __init__(self):
+      self.listener = socket.socket()
+      self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+      self.listener.bind(("127.0.0.1", ports[0]))
+      self.listener.listen(64)
+      self.listener.settimeout(0.1)
+      self.open = True
+      self.thread = threading.Thread(target=self.serve, daemon=True)
+      self.thread.start()
+      chiefs.append(self)
+
+    def serve(self):
+      while self.open:
+        try:
+          self.listener.accept()[0].close()
+        except OSError:
+          pass
+
+    def close(self):
+      if not self.open:
+        return
+      self.open = False
+      self.thread.join(10)
+      self.listener.close()
+
+  chief = Chief
+
+  logs = []
+  first = chief()
+  process = local_cluster.start_process(
+      [sys.executable, "-m", "compat_distribute", "serve", "--client-wait",
+       "120", "--chief-return-wait", "3"],
+      {"TF_CONFIG": local_cluster.tf_config(cluster, "worker", 0)}, logs)
+  process.task = "serve"
+  try:
+    local_served.wait_for_text(process, "serving at", 120, stream="out")
+    assert "is gone" not in local_served.peek(process.out)
+    first.close()
+    local_served.wait_for_text(
+        process, "is gone without saying its job is done; waiting up to 3 s "
+        "for it to come back", 60, stream="out")
+    second = chief()
+    local_served.wait_for_text(process, "a chief is back at", 60,
+                               stream="out")
+    second.close()
+    gone = time.monotonic()
+    assert process.wait(timeout=60) == 1
+    assert 3 < time.monotonic() - gone < 40
+    out = local_served.peek(process.out)
+    assert f"no chief came back to {cluster['chief'][0]} within 3 s" in out
+  finally:
+    local_cluster.stop_process(process)
+    for log in logs:
+      log.close()
+    for stand_in in chiefs:
+      stand_in.close()
