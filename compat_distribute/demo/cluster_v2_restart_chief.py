@@ -48,7 +48,8 @@ def main(argv: list[str]) -> None:
     model.compile(
         optimizer=keras.optimizers.Adam(common.LEARNING_RATE),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    model.optimizer.build(model.trainable_variables)
+    if hasattr(model.optimizer, "build"):  # else its slots restore later
+      model.optimizer.build(model.trainable_variables)
     epoch = tf.Variable(0, dtype=tf.int64, name="epoch")
   model.set_weights(common.initial_weights(args.seed))
   checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer,
