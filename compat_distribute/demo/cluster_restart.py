@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Optional, Sequence
+from typing import IO, Optional, Sequence
 
 import numpy as np
 
@@ -34,7 +35,8 @@ CHIEF = os.path.join(os.path.dirname(os.path.abspath(__file__)),
 TIMEOUT = 600.0
 
 
-def max_difference(ours: Sequence[Any], reference: Sequence[Any]) -> float:
+def max_difference(ours: Sequence[object],
+                   reference: Sequence[object]) -> float:
   """The largest absolute difference between two lists of weights."""
   return max(float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
              for a, b in zip(ours, reference))
@@ -71,7 +73,7 @@ def _result(result: local_cluster.TaskResult, what: str) -> dict:
 
 
 def _reference(args: list[str], folder: str) -> dict:
-  logs: list[Any] = []
+  logs: list[IO[str]] = []
   try:
     process = local_cluster.start_process(
         [sys.executable, "-m", "compat_distribute", "run", CHIEF, *args,
@@ -82,10 +84,10 @@ def _reference(args: list[str], folder: str) -> dict:
                    "the uninterrupted run")
   finally:
     for log in logs:
-      log.close()  # type: ignore[attr-defined]
+      log.close()
 
 
-def _wait_for_file(path: str, process: Any) -> None:
+def _wait_for_file(path: str, process: subprocess.Popen) -> None:
   deadline = time.monotonic() + TIMEOUT
   while not os.path.exists(path):
     if process.poll() is not None or time.monotonic() > deadline:
