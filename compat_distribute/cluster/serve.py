@@ -13,9 +13,9 @@ task's ``tf.distribute.Server``, prints its address, and serves the client
   accepting connections: it crashed, was killed, or ended because another
   task was lost and will be started again by ``run --max-restarts`` or a
   cluster manager), and no client came back within ``--chief-return-wait``
-  seconds (default 60; ``COMPAT_DISTRIBUTE_CHIEF_RETURN_WAIT``): status 1.
-  A client that comes back within that time (a new chief process at the
-  same address) is served as the first was;
+  seconds (default 60; ``COMPAT_DISTRIBUTE_CHIEF_RETURN_WAIT``): status 1
+  (a client that comes back within that time -- a new chief process at
+  the same address -- is served as the first was);
 * no client came within ``--client-wait`` seconds (default 600; the
   ``COMPAT_DISTRIBUTE_CLIENT_WAIT`` environment variable): status 3;
 * SIGTERM or Ctrl-C (SIGINT): status 128 + the signal's number.

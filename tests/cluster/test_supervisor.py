@@ -238,7 +238,8 @@ def test_resume_point_names_the_checkpoint_and_its_counters(tmp_path):
 def test_serve_waits_for_a_chief_to_come_back_then_ends(tmp_path):
   """A stand-in chief (a listening socket) comes, goes, comes back and
   goes for good: serve serves the second one and ends after its
-  --chief-return-wait."""
+  --chief-return-wait (10 s: the test reopens the port well within it,
+  even on a loaded machine)."""
   from compat_distribute.cluster import local as local_cluster
   from compat_distribute.cluster import local_served
   ports = local_cluster.free_ports(3)
@@ -282,7 +283,7 @@ def test_serve_waits_for_a_chief_to_come_back_then_ends(tmp_path):
   first = chief()
   process = local_cluster.start_process(
       [sys.executable, "-m", "compat_distribute", "serve", "--client-wait",
-       "120", "--chief-return-wait", "3"],
+       "120", "--chief-return-wait", "10"],
       {"TF_CONFIG": local_cluster.tf_config(cluster, "worker", 0)}, logs)
   process.task = "serve"
   try:
@@ -290,7 +291,7 @@ def test_serve_waits_for_a_chief_to_come_back_then_ends(tmp_path):
     assert "is gone" not in local_served.peek(process.out)
     first.close()
     local_served.wait_for_text(
-        process, "is gone without saying its job is done; waiting up to 3 s "
+        process, "is gone without saying its job is done; waiting up to 10 s "
         "for it to come back", 60, stream="out")
     second = chief()
     local_served.wait_for_text(process, "a chief is back at", 60,
@@ -298,9 +299,9 @@ def test_serve_waits_for_a_chief_to_come_back_then_ends(tmp_path):
     second.close()
     gone = time.monotonic()
     assert process.wait(timeout=60) == 1
-    assert 3 < time.monotonic() - gone < 40
+    assert 10 < time.monotonic() - gone < 60
     out = local_served.peek(process.out)
-    assert f"no chief came back to {cluster['chief'][0]} within 3 s" in out
+    assert f"no chief came back to {cluster['chief'][0]} within 10 s" in out
   finally:
     local_cluster.stop_process(process)
     for log in logs:
