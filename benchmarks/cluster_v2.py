@@ -6,6 +6,17 @@ Usage::
 
     python benchmarks/cluster_v2.py            # 1ps x 2w, 2ps x 2w, 1ps x 4w
     python benchmarks/cluster_v2.py --quick    # fewer steps
+    python benchmarks/cluster_v2.py --restart  # the cost of a restart
+
+``--restart``: on a 1 ps x 2 workers cluster, a custom loop
+(``tf.train.CheckpointManager`` every ``SAVE_EVERY`` steps) runs with its
+chief under ``python -m compat_distribute run --max-restarts 1``; worker 1
+is SIGKILLed once step ``KILL_AFTER`` is done and started again as soon as
+the supervisor says the program ended (as a cluster manager restarts a
+pod).  Printed, per run: seconds from the kill to the supervisor's notice,
+to every task answering, to the restarted program's first step (training
+again), and the steps run twice (done before the loss, after the
+checkpoint the restart resumes from).
 
 For each shape a ``ServedCluster`` is started (``python -m compat_distribute
 serve`` per worker and ps task on 127.0.0.1) and this file runs as its chief
@@ -164,6 +175,80 @@ def measure_shape(ps: int, workers: int, steps: int, rounds: int) -> dict:
   return out
 
 
+SAVE_EVERY, KILL_AFTER, RESTART_STEPS = 50, 120, 300
+
+
+def restart_chief(checkpoint_dir: str) -> None:
+  """The ``--restart`` program: prints ``step S T`` (T: ``time.time()``)
+  to stderr after each step."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  x, y = _data()
+  strategy = tf.distribute.experimental.CentralStorageStrategy()
+  with strategy.scope():
+    layer = tf.keras.layers.Dense(1)
+    layer.build((None, FEATURES))
+    optimizer = tf.keras.optimizers.SGD(0.01)
+    optimizer.build(layer.trainable_variables)
+    step = tf.Variable(0, dtype=tf.int64)
+  checkpoint = tf.train.Checkpoint(layer=layer, optimizer=optimizer,
+                                   step=step)
+  manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir, 1)
+  checkpoint.restore(manager.latest_checkpoint)
+  dataset = _dataset(x, y).skip(int(step.numpy()))
+  iterator = iter(strategy.experimental_distribute_dataset(dataset))
+
+  @tf.function
+  def train(inputs):
+    def fn(features, labels):
+      with tf.GradientTape() as tape:
+        loss = tf.reduce_sum((layer(features) - labels) ** 2) / GLOBAL_BATCH
+      grads = tape.gradient(loss, layer.trainable_variables)
+      optimizer.apply_gradients(zip(grads, layer.trainable_variables))
+    strategy.run(fn, args=inputs)
+
+  while int(step.numpy()) < RESTART_STEPS:
+    train(next(iterator))
+    step.assign_add(1)
+    done = int(step.numpy())
+    if done % SAVE_EVERY == 0:
+      manager.save(checkpoint_number=done)
+    print(f"step {done} {time.time():.3f}", file=sys.stderr, flush=True)
+
+
+def measure_restart() -> dict:
+  """One ``--restart`` run (see the module docstring)."""
+  import tempfile  # pylint: disable=g-import-not-at-top
+  from compat_distribute.cluster import local_served  # pylint: disable=g-import-not-at-top
+  with tempfile.TemporaryDirectory(prefix="cluster_v2-restart-") as tmp:
+    with local_served.ServedCluster(2, 1, client_wait=600) as cluster:
+      chief = cluster.start_chief(
+          os.path.abspath(__file__), ["--restart-chief", tmp],
+          run_options=["--max-restarts", "1", "--checkpoint-dir", tmp],
+          env={"PYTHONPATH": os.path.dirname(os.path.dirname(
+              os.path.abspath(__file__)))})
+      local_served.wait_for_text(chief, f"step {KILL_AFTER} ", 600)
+      cluster.kill_server("worker", 1)
+      killed = time.time()
+      local_served.wait_for_text(chief, "restart 1 of 1: waiting", 600)
+      noticed = time.time()
+      cluster.start_server("worker", 1)
+      local_served.wait_for_text(chief, "every task answers", 600)
+      answered = time.time()
+      result = cluster.collect(chief, 1200)
+      cluster.wait_servers(timeout=60)
+  if result.returncode != 0:
+    raise RuntimeError(f"chief failed:\n{result.stderr[-4000:]}")
+  before, after = result.stderr.split("restart 1 of 1: waiting", 1)
+  steps_before = [int(l.split()[1]) for l in before.splitlines()
+                  if l.startswith("step ")]
+  resumed = [l.split() for l in after.splitlines() if l.startswith("step ")]
+  first_step, first_time = int(resumed[0][1]), float(resumed[0][2])
+  return {"noticed": noticed - killed, "answered": answered - killed,
+          "training": first_time - killed,
+          "repeated": max(steps_before) - (first_step - 1),
+          "resumed_from": first_step - 1}
+
+
 def main() -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--quick", action="store_true")
@@ -171,7 +256,27 @@ def main() -> int:
   parser.add_argument("--rounds", type=int, default=None)
   parser.add_argument("--chief", action="store_true", help=argparse.SUPPRESS)
   parser.add_argument("--local", type=int, default=0, help=argparse.SUPPRESS)
+  parser.add_argument("--restart", action="store_true")
+  parser.add_argument("--runs", type=int, default=3)
+  parser.add_argument("--restart-chief", help=argparse.SUPPRESS)
   args = parser.parse_args()
+  if args.restart_chief:
+    restart_chief(args.restart_chief)
+    return 0
+  if args.restart:
+    print(f"{time.strftime('%Y-%m-%d')}, TensorFlow "
+          f"{__import__('tensorflow').__version__}, 1 ps x 2 workers, "
+          f"checkpoint every {SAVE_EVERY} steps, worker 1 killed after step "
+          f"{KILL_AFTER}; seconds after the kill")
+    print("| run | loss noticed | every task answers | training again | "
+          "steps repeated (resumed from) |")
+    print("| --- | --- | --- | --- | --- |")
+    for run in range(args.runs):
+      r = measure_restart()
+      print(f"| {run + 1} | {r['noticed']:.1f} | {r['answered']:.1f} | "
+            f"{r['training']:.1f} | {r['repeated']} ({r['resumed_from']}) |",
+            flush=True)
+    return 0
   steps = args.steps or (10 if args.quick else 30)
   rounds = args.rounds or (3 if args.quick else 7)
   if args.chief:

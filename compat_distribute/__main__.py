@@ -1,13 +1,16 @@
 """Command line: ``python -m compat_distribute run|demo ...``.
 
-``run script.py [args...]``
+``run [--max-restarts N] [--task-wait S] [--checkpoint-dir DIR] script.py [args...]``
     Runs an unmodified script exactly as ``python script.py [args...]`` would
     (``sys.argv``, ``__name__ == "__main__"``, ``sys.path[0]``, exit code),
     with ``compat_distribute.install()`` in effect, so TensorFlow's
     ``OneDeviceStrategy`` and ``CentralStorageStrategy`` names (v1 and v2)
     and the v1 ``ParameterServerStrategy`` are the shim's, in every
-    spelling.
-``serve [--client-wait SECONDS]``
+    spelling.  With ``--max-restarts N``, a script that ends on a lost
+    cluster task (an uncaught ``tf.errors.UnavailableError``,
+    ``DeadlineExceededError`` or ``AbortedError``) is run again in a new
+    process, at most N times (``cluster.supervisor``).
+``serve [--client-wait SECONDS] [--chief-return-wait SECONDS]``
     Runs this task's TensorFlow server (a ``worker`` or ``ps`` of
     ``TF_CONFIG``) for a ``CentralStorageStrategy`` program whose ``chief``
     runs under ``run``; ends when the chief is done.  ``serve --help``.
@@ -27,11 +30,14 @@ import traceback
 from typing import Optional, Sequence
 
 from compat_distribute.cluster import lifetime
+from compat_distribute.cluster import supervisor
 
 PROG = "python -m compat_distribute"
 SHORT_USAGE = f"""\
 usage: {PROG} run SCRIPT [ARGS...]
-       {PROG} serve [--client-wait SECONDS]
+       {PROG} run --max-restarts N [--task-wait SECONDS]
+           [--checkpoint-dir DIR] SCRIPT [ARGS...]
+       {PROG} serve [--client-wait SECONDS] [--chief-return-wait SECONDS]
        {PROG} demo [FLAGS...]
 """
 USAGE = f"""\
@@ -42,8 +48,19 @@ USAGE = f"""\
         replaced by compat_distribute's, in every spelling; with TF_CONFIG
         naming this task 'chief', a TF2 CentralStorageStrategy runs on the
         cluster's workers and ps tasks
+    --max-restarts N       when the script ends because a cluster task
+                           was lost (an uncaught UnavailableError,
+                           DeadlineExceededError or AbortedError), run it
+                           again, in a new process, at most N times, then
+                           exit 75; any other end is final, with the
+                           script's status
+    --task-wait SECONDS    before a restart, wait at most this long for
+                           every worker and ps task to answer (default 30)
+    --checkpoint-dir DIR   the script's checkpoint folder: each restart
+                           logs the checkpoint it resumes from
   serve run this task's server for that cluster (TF_CONFIG: a 'worker' or
-        'ps' task); ends when the chief is done; 'serve --help'
+        'ps' task); ends when the chief is done, or is gone and not
+        back within --chief-return-wait; 'serve --help'
   demo  train a small classifier under compat_distribute and under native
         TensorFlow and compare loss and time per step; 'demo --help' lists
         its flags (--strategy, --replicas, --epochs, --api v1|v2, ...), and
@@ -90,7 +107,9 @@ def run_script(script: str, args: Sequence[str] = ()) -> int:
 
   Returns:
     0 if the script finished, 1 if it raised (its traceback is printed to
-    stderr), 2 if it cannot be opened.  ``SystemExit`` raised by the script
+    stderr; 75, ``supervisor.LOST_STATUS``, when ``run --max-restarts``
+    runs this process and what it raised says a cluster task was lost),
+    2 if it cannot be opened.  ``SystemExit`` raised by the script
     propagates, so ``sys.exit(code)`` behaves as under ``python``.
   """
   if not os.path.exists(script):
@@ -115,6 +134,7 @@ def run_script(script: str, args: Sequence[str] = ()) -> int:
     sys.path[0] = script_dir
   else:
     sys.path.insert(0, script_dir)
+  supervisor.report_resume()
   try:
     with installation:
       runpy.run_path(script, run_name="__main__")
@@ -129,11 +149,60 @@ def run_script(script: str, args: Sequence[str] = ()) -> int:
     if remote is not None:  # a cluster task lost: the error names it
       e = remote.explain(e)
     traceback.print_exception(type(e), e, _script_traceback(e.__traceback__))
-    return 1
+    return supervisor.child_status(e) or 1
   finally:
     sys.argv = saved_argv
     if saved_path0 is not None:
       sys.path[0] = saved_path0
+
+
+# run's options: flag -> (type, what a value must be).
+_RUN_FLAGS = {
+    "--max-restarts": (int, "a number of restarts, 0 or more"),
+    "--task-wait": (float, "a number of seconds above 0"),
+    "--checkpoint-dir": (str, "a folder"),
+}
+
+
+def _run_value(flag: str, text: str) -> object:
+  kind, rule = _RUN_FLAGS[flag]
+  try:
+    value = kind(text)
+  except ValueError:
+    value = None
+  if (value is None or (flag == "--max-restarts" and value < 0) or
+      (flag == "--task-wait" and not value > 0) or value == ""):
+    raise ValueError(f"run {flag} must be {rule}, got {text!r}; e.g. run "
+                     "--max-restarts 3 --task-wait 60 train.py")
+  return value
+
+
+def _run_options(args: list[str]
+                 ) -> tuple[Optional[supervisor.RestartPlan], list[str]]:
+  """``run``'s options (before SCRIPT) and the rest; without
+  ``--max-restarts``, no supervisor (None).
+
+  >>> _run_options(["--max-restarts", "2", "train.py", "--max-restarts"])
+  (RestartPlan(max_restarts=2, task_wait=30.0, checkpoint_dir=None), ['train.py', '--max-restarts'])
+
+  Raises:
+    ValueError: a flag without a valid value, or one that needs
+      ``--max-restarts``.
+  """
+  values: dict[str, object] = {}
+  while args and args[0].split("=", 1)[0] in _RUN_FLAGS:
+    flag, eq, text = args.pop(0).partition("=")
+    if not eq:
+      if not args:
+        raise ValueError(f"run {flag} needs a value")
+      text = args.pop(0)
+    values[flag[2:].replace("-", "_")] = _run_value(flag, text)
+  if "max_restarts" not in values:
+    if values:
+      given = ", ".join("--" + k.replace("_", "-") for k in values)
+      raise ValueError(f"run {given} only applies with --max-restarts N")
+    return None, args
+  return supervisor.RestartPlan(**values), args  # type: ignore[arg-type]
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -151,9 +220,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if rest and rest[0] in ("-h", "--help"):
       sys.stdout.write(USAGE)
       return 0
+    try:
+      plan, rest = _run_options(rest)
+    except ValueError as e:
+      return _usage_error(str(e))
     if not rest:
       return _usage_error("run needs the SCRIPT to run")
-    return run_script(rest[0], rest[1:])
+    if plan is None:
+      return run_script(rest[0], rest[1:])
+    return supervisor.supervise(rest[0], rest[1:], plan)
   if command == "serve":
     from compat_distribute.cluster import serve  # pylint: disable=g-import-not-at-top
     return serve.main(rest)

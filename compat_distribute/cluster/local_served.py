@@ -25,6 +25,47 @@ from compat_distribute.cluster import local
 
 # The serve processes wait this long for the chief by default here.
 CLIENT_WAIT = 120.0
+# ... and this long for a chief that is gone to come back.
+RETURN_WAIT = 60.0
+
+
+def peek(log: object) -> str:
+  """What a running process wrote to its output file so far, without
+  moving the file's offset (which the process shares)."""
+  fileno = log.fileno()  # type: ignore[attr-defined]
+  chunks, offset = [], 0
+  while True:
+    chunk = os.pread(fileno, 1 << 16, offset)
+    if not chunk:
+      return b"".join(chunks).decode("utf-8", "replace")
+    chunks.append(chunk)
+    offset += len(chunk)
+
+
+def wait_for_text(process: subprocess.Popen, text: str, timeout: float,
+                  stream: str = "err") -> str:
+  """Waits (bounded) until ``process`` (of ``local.start_process``) has
+  written ``text`` to its stdout (``stream='out'``) or stderr; returns
+  that output.
+
+  Raises:
+    TimeoutError: not within ``timeout`` seconds, or the process ended
+      first; with its output's end.
+  """
+  log = getattr(process, stream)
+  deadline = time.monotonic() + timeout
+  while True:
+    seen = peek(log)
+    if text in seen:
+      return seen
+    if process.poll() is not None or time.monotonic() > deadline:
+      seen = peek(log)
+      if text in seen:
+        return seen
+      raise TimeoutError(
+          f"{getattr(process, 'task', process.args)} did not write {text!r} "
+          f"within {timeout:g} s (exit {process.poll()}):\n{seen[-4000:]}")
+    time.sleep(0.05)
 
 
 def collect(process: subprocess.Popen, timeout: float) -> local.TaskResult:
@@ -52,9 +93,10 @@ class ServedCluster:
 
   def __init__(self, num_workers: int = 2, num_ps: int = 1,
                client_wait: float = CLIENT_WAIT,
-               env: Optional[dict[str, str]] = None) -> None:
+               env: Optional[dict[str, str]] = None,
+               return_wait: float = RETURN_WAIT) -> None:
     self.num_workers, self.num_ps = num_workers, num_ps
-    self.client_wait = client_wait
+    self.client_wait, self.return_wait = client_wait, return_wait
     ports = local.free_ports(1 + num_workers + num_ps)
     addresses = [f"{local.LOOPBACK}:{p}" for p in ports]
     self.cluster = {"chief": addresses[:1],
@@ -64,6 +106,7 @@ class ServedCluster:
     self._logs: list[object] = []
     self.servers: dict[tuple[str, int], subprocess.Popen] = {}
     self._chief: Optional[subprocess.Popen] = None
+    self._ended: list[subprocess.Popen] = []
 
   def __repr__(self) -> str:
     return (f"ServedCluster(num_workers={self.num_workers}, "
@@ -80,11 +123,19 @@ class ServedCluster:
     process.task = f"/job:{task_type}/task:{index}"  # type: ignore[attr-defined]
     return process
 
-  def start_server(self, task_type: str, index: int) -> None:
-    """Starts ``serve`` for one task (not waiting for it)."""
-    self.servers[(task_type, index)] = self._popen(
+  def start_server(self, task_type: str, index: int) -> subprocess.Popen:
+    """Starts ``serve`` for one task (not waiting for it); a task started
+    before is replaced (its old process must have ended: see
+    ``kill_server``)."""
+    process = self._popen(
         [sys.executable, "-m", "compat_distribute", "serve",
-         "--client-wait", f"{self.client_wait:g}"], task_type, index)
+         "--client-wait", f"{self.client_wait:g}",
+         "--chief-return-wait", f"{self.return_wait:g}"], task_type, index)
+    old = self.servers.get((task_type, index))
+    if old is not None:
+      self._ended.append(old)
+    self.servers[(task_type, index)] = process
+    return process
 
   def start(self, skip: Sequence[tuple[str, int]] = ()) -> "ServedCluster":
     """Starts every worker and ps task's ``serve`` but those in ``skip``;
@@ -106,10 +157,12 @@ class ServedCluster:
 
   def start_chief(self, script: str, args: Sequence[str] = (),
                   env: Optional[dict[str, str]] = None,
-                  installed: bool = True) -> subprocess.Popen:
-    """Starts ``python -m compat_distribute run SCRIPT ARGS`` as the chief
-    (``installed=False``: ``python SCRIPT ARGS``)."""
-    runner = ["-m", "compat_distribute", "run"] if installed else []
+                  installed: bool = True,
+                  run_options: Sequence[str] = ()) -> subprocess.Popen:
+    """Starts ``python -m compat_distribute run [RUN_OPTIONS] SCRIPT ARGS``
+    as the chief (``installed=False``: ``python SCRIPT ARGS``)."""
+    runner = (["-m", "compat_distribute", "run", *run_options]
+              if installed else [])
     self._chief = self._popen([sys.executable, *runner, script, *args],
                               "chief", 0, env)
     return self._chief
@@ -142,7 +195,7 @@ class ServedCluster:
 
   def stop(self) -> None:
     """Stops every process this cluster started; safe to call twice."""
-    for process in [self._chief, *self.servers.values()]:
+    for process in [self._chief, *self.servers.values(), *self._ended]:
       if process is not None:
         local.stop_process(process)
     for log in self._logs:

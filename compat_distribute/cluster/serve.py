@@ -10,7 +10,12 @@ task's ``tf.distribute.Server``, prints its address, and serves the client
   working folder this process made for itself, by an op it runs on this
   task through TensorFlow's runtime; ``cluster.remote``): exit status 0;
 * the client came and is gone without saying so (its address stops
-  accepting connections: it crashed or was killed): status 1;
+  accepting connections: it crashed, was killed, or ended because another
+  task was lost and will be started again by ``run --max-restarts`` or a
+  cluster manager), and no client came back within ``--chief-return-wait``
+  seconds (default 60; ``COMPAT_DISTRIBUTE_CHIEF_RETURN_WAIT``): status 1
+  (a client that comes back within that time -- a new chief process at
+  the same address -- is served as the first was);
 * no client came within ``--client-wait`` seconds (default 600; the
   ``COMPAT_DISTRIBUTE_CLIENT_WAIT`` environment variable): status 3;
 * SIGTERM or Ctrl-C (SIGINT): status 128 + the signal's number.
@@ -42,9 +47,12 @@ from compat_distribute.cluster import tasks
 from compat_distribute.runtime.errors import Error
 
 PROG = "python -m compat_distribute serve"
-SHORT_USAGE = f"usage: {PROG} [--client-wait SECONDS]\n"
+SHORT_USAGE = (f"usage: {PROG} [--client-wait SECONDS] "
+               "[--chief-return-wait SECONDS]\n")
 DEFAULT_CLIENT_WAIT = 600.0
 CLIENT_WAIT_VARIABLE = "COMPAT_DISTRIBUTE_CLIENT_WAIT"
+DEFAULT_RETURN_WAIT = 60.0
+RETURN_WAIT_VARIABLE = "COMPAT_DISTRIBUTE_CHIEF_RETURN_WAIT"
 POLL_SECONDS = 0.2
 # Failed connection checks in a row that mean the client is gone.
 GONE_AFTER = 5
@@ -58,12 +66,19 @@ and this task ('worker' or 'ps'); the chief runs the training program
 ('python -m compat_distribute run train.py' with its own TF_CONFIG).
 
 Ends when the chief says its job is done (status 0), when the chief is
-gone without saying so (1), when no chief came within the client wait (3),
-or on SIGTERM / Ctrl-C (128 + signal number).  A mistake in TF_CONFIG or on
-the command line: status 2.
+gone without saying so and did not come back within the return wait (1),
+when no chief came within the client wait (3), or on SIGTERM / Ctrl-C
+(128 + signal number).  A mistake in TF_CONFIG or on the command line:
+status 2.  A chief that comes back (a new process at the chief's address,
+e.g. started again by 'run --max-restarts') is served as the first was.
 
-  --client-wait SECONDS  how long to wait for the chief to come (default
-                         {DEFAULT_CLIENT_WAIT:g}, or ${CLIENT_WAIT_VARIABLE})
+  --client-wait SECONDS        how long to wait for the chief to come
+                               (default {DEFAULT_CLIENT_WAIT:g}, or
+                               ${CLIENT_WAIT_VARIABLE})
+  --chief-return-wait SECONDS  how long to wait for a chief that is gone
+                               without saying it is done to come back
+                               (default {DEFAULT_RETURN_WAIT:g}, or
+                               ${RETURN_WAIT_VARIABLE})
 
 The server answers anyone who can reach its port, without authentication,
 on every network interface: run it only on a trusted network.
@@ -130,39 +145,57 @@ def check_serve_config(text: Optional[str]) -> ServedTask:
   return ServedTask(cluster, job, int(task["index"]))
 
 
-def parse_args(argv: Sequence[str]) -> float:
-  """The client wait in seconds from the command line (after ``serve``).
+@dataclasses.dataclass(frozen=True)
+class ServeOptions:
+  """``serve``'s waits, in seconds."""
+  client_wait: float = DEFAULT_CLIENT_WAIT
+  return_wait: float = DEFAULT_RETURN_WAIT
+
+
+def _seconds(text: str, source: str, flag: str, default: float) -> float:
+  if not text.strip():
+    return default
+  try:
+    seconds = float(text)
+  except ValueError:
+    seconds = -1.0
+  if not seconds > 0:
+    raise UsageError(
+        f"{source} must be a number of seconds above 0, got {text!r}; "
+        f"e.g. {flag} 60 (default {default:g})")
+  return seconds
+
+
+def parse_args(argv: Sequence[str]) -> ServeOptions:
+  """The waits from the command line (after ``serve``) and the environment.
 
   >>> parse_args(["--client-wait", "30"])
-  30.0
+  ServeOptions(client_wait=30.0, return_wait=60.0)
+  >>> parse_args(["--chief-return-wait=5"]).return_wait
+  5.0
 
   Raises:
     UsageError: an unknown argument or a wait that is not above 0.
   """
   args = list(argv)
-  wait_text = os.environ.get(CLIENT_WAIT_VARIABLE, "")
-  source = CLIENT_WAIT_VARIABLE
+  texts = {"--client-wait": (os.environ.get(CLIENT_WAIT_VARIABLE, ""),
+                             CLIENT_WAIT_VARIABLE),
+           "--chief-return-wait": (os.environ.get(RETURN_WAIT_VARIABLE, ""),
+                                   RETURN_WAIT_VARIABLE)}
   while args:
     arg = args.pop(0)
-    if arg.startswith("--client-wait="):
-      wait_text, source = arg.split("=", 1)[1], "--client-wait"
-    elif arg == "--client-wait":
-      if not args:
-        raise UsageError("--client-wait needs a number of seconds")
-      wait_text, source = args.pop(0), "--client-wait"
-    else:
+    flag, eq, value = arg.partition("=")
+    if flag not in texts:
       raise UsageError(f"unknown argument {arg!r}")
-  if not wait_text.strip():
-    return DEFAULT_CLIENT_WAIT
-  try:
-    seconds = float(wait_text)
-  except ValueError:
-    seconds = -1.0
-  if not seconds > 0:
-    raise UsageError(
-        f"{source} must be a number of seconds above 0, got {wait_text!r}; "
-        f"e.g. --client-wait 60 (default {DEFAULT_CLIENT_WAIT:g})")
-  return seconds
+    if not eq:
+      if not args:
+        raise UsageError(f"{flag} needs a number of seconds")
+      value = args.pop(0)
+    texts[flag] = (value, flag)
+  return ServeOptions(
+      _seconds(*texts["--client-wait"], "--client-wait", DEFAULT_CLIENT_WAIT),
+      _seconds(*texts["--chief-return-wait"], "--chief-return-wait",
+               DEFAULT_RETURN_WAIT))
 
 
 # The signal that asked this process to stop, once one did.
@@ -179,7 +212,7 @@ def _say(message: str) -> None:
   sys.stdout.flush()
 
 
-def serve(task: ServedTask, client_wait: float) -> None:
+def serve(task: ServedTask, options: ServeOptions) -> None:
   """Runs ``task``'s server until the client is done, then ends the
   process with the exit status (see the module docstring): TensorFlow's
   server cannot be stopped, and its teardown at exit may block, so the
@@ -196,11 +229,11 @@ def serve(task: ServedTask, client_wait: float) -> None:
         task_index=task.index, protocol="grpc", start=True)
     _say(f"/job:{task.job}/task:{task.index} serving at {task.address} "
          f"(port {task.address.rsplit(':', 1)[-1]} on every interface); "
-         f"waiting up to {client_wait:g} s for the chief at "
+         f"waiting up to {options.client_wait:g} s for the chief at "
          f"{task.client_address}")
     _say("WARNING: this server answers anyone who reaches its port, without "
          "authentication; run it only on a trusted network")
-    status = _watch(server, task, client_wait)
+    status = _watch(server, task, options)
   finally:
     os.chdir(os.path.dirname(workdir))
     shutil.rmtree(workdir, ignore_errors=True)
@@ -209,10 +242,11 @@ def serve(task: ServedTask, client_wait: float) -> None:
   os._exit(status)  # pylint: disable=protected-access
 
 
-def _watch(server: object, task: ServedTask, client_wait: float) -> int:
+def _watch(server: object, task: ServedTask, options: ServeOptions) -> int:
   del server  # serves until the process ends
   start = time.monotonic()
   came, misses = False, 0
+  gone_since: Optional[float] = None
   while True:
     if _stop_signal:
       _say(f"stopped by signal {_stop_signal[0]}")
@@ -226,16 +260,26 @@ def _watch(server: object, task: ServedTask, client_wait: float) -> int:
         time.sleep(POLL_SECONDS)
       return 0
     if tasks.accepts(task.client_address):
-      came, misses = True, 0
+      if gone_since is not None:
+        _say(f"a chief is back at {task.client_address} after "
+             f"{time.monotonic() - gone_since:.1f} s; serving it")
+      came, misses, gone_since = True, 0, None
     elif came:
       misses += 1
-      if misses >= GONE_AFTER:
+      if misses == GONE_AFTER:
+        gone_since = time.monotonic()
         _say(f"the chief at {task.client_address} is gone without saying "
-             "its job is done; stopping")
+             f"its job is done; waiting up to {options.return_wait:g} s for "
+             "it to come back (--chief-return-wait)")
+      elif (gone_since is not None and
+            time.monotonic() - gone_since > options.return_wait):
+        _say(f"no chief came back to {task.client_address} within "
+             f"{options.return_wait:g} s; stopping")
         return 1
-    elif time.monotonic() - start > client_wait:
-      _say(f"no chief came to {task.client_address} within {client_wait:g} "
-           "s; stopping (wait longer with --client-wait SECONDS)")
+    elif time.monotonic() - start > options.client_wait:
+      _say(f"no chief came to {task.client_address} within "
+           f"{options.client_wait:g} s; stopping (wait longer with "
+           "--client-wait SECONDS)")
       return 3
     time.sleep(POLL_SECONDS)
 
@@ -246,7 +290,7 @@ def main(argv: Sequence[str]) -> int:
     sys.stdout.write(HELP)
     return 0
   try:
-    client_wait = parse_args(argv)
+    options = parse_args(argv)
   except UsageError as e:
     sys.stderr.write(f"{SHORT_USAGE}{PROG}: error: {e}\n")
     return 2
@@ -255,4 +299,4 @@ def main(argv: Sequence[str]) -> int:
   except ValueError as e:
     sys.stderr.write(f"{PROG}: error: {e}\n")
     return 2
-  return serve(task, client_wait)
+  return serve(task, options)

@@ -15,7 +15,10 @@ median time per step for both.
   ``experimental_run`` and a ``tf.compat.v1.Session``.
 * ``--cluster WxP``: the v1 program under ``ParameterServerStrategy`` on a
   loopback cluster of W workers and P parameter servers, each a
-  ``tf.distribute.Server`` process (see ``compat_distribute.demo.cluster``).
+  ``tf.distribute.Server`` process (see ``compat_distribute.demo.cluster``);
+  ``--api`` is v2 by default, v1 with ``--cluster``; ``--api v2`` there:
+  the Keras program on a TF2 cluster; ``--kill_worker_after N`` kills a
+  worker after epoch N and resumes (``demo.cluster_restart``).
 
 Each run says first what it trains under:
 
@@ -39,6 +42,7 @@ from absl import flags
 from compat_distribute import command_line
 from compat_distribute.cluster import local as local_cluster
 from compat_distribute.demo import cluster as cluster_demo
+from compat_distribute.demo import cluster_restart
 from compat_distribute.demo import common
 from compat_distribute.demo.common import CLASSES
 from compat_distribute.demo.common import FEATURES
@@ -60,8 +64,10 @@ flags.DEFINE_integer(
     "(central_storage; default 2). one_device always runs 1 replica.",
     lower_bound=1)
 flags.DEFINE_integer("epochs", 3, "Epochs to train for.", lower_bound=1)
-flags.DEFINE_enum("api", "v2", ["v1", "v2"],
-                  "v2: Keras fit; v1: graph mode with a tf.compat.v1.Session.")
+flags.DEFINE_enum("api", None, ["v1", "v2"],
+                  "v2: Keras fit; v1: graph mode with a tf.compat.v1.Session "
+                  "(default: v2; with --cluster, v1: the "
+                  "ParameterServerStrategy program).")
 flags.DEFINE_integer("seed", 0, "Seed for the data and the initial weights.")
 flags.DEFINE_integer("batch_size", 64, "Global batch size (split over the "
                      "replicas).", lower_bound=1)
@@ -73,9 +79,15 @@ flags.DEFINE_string(
     "cluster", None, "WxP: start W worker and P parameter-server "
     "tf.distribute.Server processes on 127.0.0.1 and train the v1 program "
     "under ParameterServerStrategy (v1) on them, e.g. --cluster 2x1; with "
-    "--api v2 given, the Keras program under CentralStorageStrategy on a "
+    "--api v2, the Keras program under CentralStorageStrategy on a "
     "chief and W workers and P ps tasks running 'serve'. --strategy and "
     "--replicas do not apply.")
+flags.DEFINE_integer(
+    "kill_worker_after", None, "N: with --cluster WxP --api v2, run the "
+    "Keras program with its chief under 'run --max-restarts 1', kill the "
+    "last worker after epoch N and start it again; the program resumes "
+    "from its checkpoint and must end at the weights of an uninterrupted "
+    "run (N below --epochs).", lower_bound=1)
 
 @flags.multi_flags_validator(
     ["strategy", "replicas"],
@@ -252,11 +264,16 @@ def main(argv: Sequence[str]) -> int:
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}. "
                          "The demo takes only flags; see --help.")
+  try:
+    cluster_restart.check_flags(FLAGS.kill_worker_after, FLAGS.cluster,
+                                FLAGS.api, FLAGS.epochs)
+  except ValueError as e:
+    raise app.UsageError(str(e)) from e
   if FLAGS.cluster:
-    if FLAGS["api"].present and FLAGS.api == "v2":
+    if FLAGS.api == "v2":
       return _main_cluster_v2(FLAGS.cluster)
     return _main_cluster(FLAGS.cluster)
-  kind, api = FLAGS.strategy, FLAGS.api
+  kind, api = FLAGS.strategy, FLAGS.api or "v2"
   replicas = 1 if kind == "one_device" else (FLAGS.replicas or 2)
   configure_logical_cpus(replicas)
   common.quiet_deprecations()
@@ -318,6 +335,11 @@ def _main_cluster_v2(shape: str) -> int:
         f"{FLAGS.epochs} epoch{'s' if FLAGS.epochs != 1 else ''}, API v2 "
         f"(Keras fit), seed {FLAGS.seed}, cluster {workers}x{ps} on "
         "127.0.0.1")
+  if FLAGS.kill_worker_after:
+    cluster_restart.run_kill_worker(
+        workers, ps, FLAGS.epochs, FLAGS.seed, FLAGS.batch_size,
+        FLAGS.samples, FLAGS.kill_worker_after)
+    return 0
   ours, native = cluster_demo.run_cluster_v2(
       workers, ps, FLAGS.epochs, FLAGS.seed, FLAGS.batch_size, FLAGS.samples)
   return _report(

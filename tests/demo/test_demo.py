@@ -78,6 +78,11 @@ PROG = "python -m compat_distribute demo"
     (["extra_argument"], "Unexpected arguments: extra_argument"),
     (["--cluster", "0x1"], "A cluster shape is WxP with at least one worker "
      "and one parameter server, got '0x1'"),
+    (["--cluster", "2x1", "--kill_worker_after", "1"],
+     "--kill_worker_after needs --cluster WxP --api v2"),
+    (["--cluster", "2x1", "--api", "v2", "--epochs", "2",
+      "--kill_worker_after", "2"],
+     "--kill_worker_after 2 must be below --epochs 2"),
 ])
 def test_bad_flags_are_usage_errors(flags, message):
   """The short usage, then one line with the message; status 2, as argparse
@@ -100,7 +105,7 @@ def test_short_usage_names_every_flag_unbroken():
                           "one_device|central_storage]")
   for flag in ("--strategy", "--replicas N", "--epochs N", "--api v1|v2",
                "--seed N", "--batch_size N", "--samples N",
-               "--json_out FILE", "--cluster WxP"):
+               "--json_out FILE", "--cluster WxP", "--kill_worker_after N"):
     assert f"[{flag}" in usage, (flag, usage)
   assert all(len(line) <= 79 for line in usage.splitlines())
 
@@ -113,6 +118,9 @@ def test_help_is_plain_text_and_lists_the_flags(capsys):
     assert flag in out
   assert "``" not in out
   assert "under TensorFlow's own, from the same initial weights" in out
+  # What --api defaults to is what the demo does (main() reads it so).
+  assert ("(default: v2; with --cluster, v1: the ParameterServerStrategy "
+          "program)") in " ".join(out.split())
   # Usage and flags only: no doctest, no pointer into the package's modules.
   assert ">>>" not in out and "describe(" not in out
   assert "compat_distribute.demo" not in out, out
@@ -195,3 +203,49 @@ def test_cluster_v2_form_trains_keras_fit_on_served_tasks(tmp_path):
   np.testing.assert_allclose(report["ours"]["losses"],
                              report["native"]["losses"], rtol=1e-5)
   assert "/job:worker/replica:0/task:1/device:CPU:0" in result.stdout
+
+
+def test_api_defaults_to_v2_and_to_v1_with_cluster(monkeypatch):
+  """main() picks the program --help says: v2 alone, v1 with --cluster
+  (the v1 cluster program), v2 with --cluster and --api v2."""
+  chosen = []
+  monkeypatch.setattr(demo, "_main_cluster", lambda shape: chosen.append(
+      ("v1", shape)) or 0)
+  monkeypatch.setattr(demo, "_main_cluster_v2", lambda shape: chosen.append(
+      ("v2", shape)) or 0)
+  monkeypatch.setattr(demo, "run", lambda kind, replicas, epochs, api, *a:
+                      chosen.append((api, None)) or (None, None))
+  monkeypatch.setattr(demo, "_report", lambda *a: 0)
+  monkeypatch.setattr(demo, "configure_logical_cpus", lambda count: None)
+  monkeypatch.setattr(demo.common, "quiet_deprecations", lambda: None)
+  for argv in ([], ["--cluster", "2x1"], ["--cluster", "2x1", "--api", "v2"]):
+    demo.FLAGS.unparse_flags()
+    demo.FLAGS([PROG, *argv])
+    try:
+      assert demo.main([PROG]) == 0
+    finally:
+      demo.FLAGS.unparse_flags()
+  assert chosen == [("v2", None), ("v1", "2x1"), ("v2", "2x1")]
+
+
+@pytest.mark.subprocess
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_cluster_v2_kill_worker_resumes_at_the_uninterrupted_weights():
+  """``--cluster 2x1 --api v2 --kill_worker_after 1``: a worker killed
+  after epoch 1 and started again; the chief's program, under ``run
+  --max-restarts 1``, resumes from its checkpoint and ends at the weights
+  of the run that was not interrupted."""
+  result = run_demo("--epochs", "2", "--samples", "256", "--batch_size",
+                    "32", "--cluster", "2x1", "--api", "v2",
+                    "--kill_worker_after", "1")
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-4000:]
+  out = result.stdout
+  assert "killed /job:worker/task:1 (SIGKILL) after epoch 1" in out
+  assert "started /job:worker/task:1 again" in out
+  assert ("because a cluster task was lost" in out and
+          "not answering now: /job:worker/task:1 at" in out), out
+  assert "restart 1 of 1: resuming from " in out and "epoch 1" in out
+  assert ("resumed at epoch 2 of 2; final weights vs the uninterrupted run: "
+          "largest difference") in out
+  assert "-> the same (rtol 1e-5)" in out
