@@ -68,6 +68,26 @@ def steps_held(parts: Sequence[dataset_lib.DistributedDataset]
   return steps
 
 
+def _shapes(value: Nest) -> list[tf.TensorShape]:
+  return [leaf.shape for leaf in tf.nest.flatten(value, expand_composites=True)]
+
+
+def _reading(part: iterator_lib.DistributedIterator,
+             read: Callable[[], Nest]) -> Nest:
+  """``read()``; an error of TensorFlow's runtime (a lost worker: its
+  connection reset, refused) says which worker's input was being read."""
+  try:
+    return read()
+  except tf.errors.OutOfRangeError:
+    raise
+  except tf.errors.OpError as e:
+    if type(e) is tf.errors.OpError:  # pylint: disable=unidiomatic-typecheck
+      raise
+    host = part._layout.host  # pylint: disable=protected-access
+    raise type(e)(e.node_def, e.op, f"{e.message} (while reading this "
+                  f"step's input on {host})") from e
+
+
 # -- joining the workers' steps ------------------------------------------------
 
 def _replica_values(value: Nest, count: int) -> list[Nest]:
@@ -218,11 +238,17 @@ class MultiWorkerIterator(iterator_lib.IterationProtocol,
       if self._steps_left <= 0:
         return None
       self._steps_left -= 1
-      return joined([p.get_next() for p in self._parts], self._counts)
-    reads = [p.start_reads() for p in self._parts]
-    flags = [o.has_value() for r in reads for o in r]
-    if not all(bool(f) for f in flags):
-      return None
+      values = [_reading(p, p.get_next) for p in self._parts]
+      for part, value in zip(self._parts, values):
+        # The step waits for these values anyway (its trace type needs
+        # their shapes); waiting here names the worker whose read failed.
+        _reading(part, lambda v=value: _shapes(v))
+      return joined(values, self._counts)
+    reads = [_reading(p, p.start_reads) for p in self._parts]
+    flags = [[o.has_value() for o in read] for read in reads]
+    for part, flag in zip(self._parts, flags):
+      if not _reading(part, lambda f=flag: all(bool(x) for x in f)):
+        return None
     return joined([p.step_from(r) for p, r in zip(self._parts, reads)],
                   self._counts)
 
