@@ -193,7 +193,9 @@ class MultiWorkerIterator(iterator_lib.IterationProtocol,
   (unknown cardinality, or the iterator was also passed into a
   ``tf.function``, which reads it where this count cannot see) every
   worker's read is an Optional whose ``has_value`` is awaited -- one more
-  round trip per step.
+  round trip per step.  A read that fails otherwise (a lost worker: its
+  connection reset or refused) raises TensorFlow's error, of its class,
+  with the worker whose input it was reading added to the message.
   """
 
   def __init__(self, parts: tuple[iterator_lib.DistributedIterator, ...],  # pylint: disable=super-init-not-called
