@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import json
 import os
 import sys
@@ -37,6 +38,11 @@ def main(argv: list[str]) -> None:
   for impl, strategy, label in (("native", native, "native TF"),
                                 ("ours", ours, "compat_distribute")):
     print(f"\n== {label}: {strategy!r} ==", file=sys.stderr, flush=True)
+    # TensorFlow 2.12: train_v2 seeds (tf.random.set_seed clears the
+    # context's caches), and clearing them blocks for ever while the last
+    # fit's dropped objects, left for the garbage collector, still hold the
+    # remote input; collecting them first avoids it (docs/compatibility.md).
+    gc.collect()
     results[impl] = dataclasses.asdict(single.train_v2(
         strategy, label, data, args.epochs, args.batch_size, args.seed))
   print(json.dumps(results), flush=True)

@@ -113,6 +113,28 @@ class DistributedIterator(IterationProtocol, tf.distribute.DistributedIterator,
       return self._next_with_partial_round()
     return fetch.next_step(self._layout, self._host.get_next)
 
+  # -- eager reads of a worker's iterator on a cluster (input.multi_worker) --
+
+  def start_reads(self) -> list[tf.experimental.Optional]:
+    """Eagerly, this step's reads of the host iterator as Optionals, none
+    awaited: one, or one per replica for a ``"stream"`` layout.
+
+    A read that fails at the end of input on a remote worker would fail
+    after it returned (remote ops report their errors later) and leave the
+    error on the client's executor; an Optional never fails.
+    """
+    if self._strategy is not None:
+      context.refuse_other_strategy(self._strategy,
+                                    "DistributedIterator.get_next")
+    check_cross_replica("DistributedIterator.get_next")
+    reads = self._layout.num_replicas if self._layout.kind == "stream" else 1
+    return [self._host.get_next_as_optional() for _ in range(reads)]
+
+  def step_from(self, optionals: list[tf.experimental.Optional]) -> Nest:
+    """The step ``start_reads`` read, every Optional holding a value."""
+    values = iter([o.get_value() for o in optionals])
+    return fetch.next_step(self._layout, lambda: next(values))
+
   def _next_with_partial_round(self) -> Nest:
     optional = self.get_next_as_optional()
     if tf.executing_eagerly():

@@ -13,6 +13,7 @@ PerReplicaSpec(TensorSpec(shape=(2,), dtype=tf.float32, name=None), TensorSpec(s
 """
 from __future__ import annotations
 
+import math
 from typing import Callable, Optional, Sequence, Union
 
 import tensorflow as tf
@@ -43,6 +44,48 @@ def _wait_until_made(iterators: Sequence[iterator_lib.DistributedIterator]
     for handle in tf.nest.flatten(iterator._host, expand_composites=True):  # pylint: disable=protected-access
       if handle.dtype == tf.resource:
         tf.raw_ops.IteratorGetDevice(resource=handle).numpy()
+
+
+def steps_held(parts: Sequence[dataset_lib.DistributedDataset]
+               ) -> Optional[float]:
+  """How many steps the workers' input holds (``math.inf``: endless), when
+  every worker's cardinality says; else None.
+
+  >>> steps_held([])
+  inf
+  """
+  steps = math.inf
+  for part in parts:
+    # pylint: disable=protected-access
+    count, layout = part._cardinality, part._layout
+    if isinstance(count, tf.Tensor) or count == tf.data.INFINITE_CARDINALITY:
+      continue
+    if count < 0 or (layout.kind == "stream" and part._partial_rounds):
+      return None
+    if layout.kind == "stream":
+      count //= layout.num_replicas
+    steps = min(steps, int(count))
+  return steps
+
+
+def _shapes(value: Nest) -> list[tf.TensorShape]:
+  return [leaf.shape for leaf in tf.nest.flatten(value, expand_composites=True)]
+
+
+def _reading(part: iterator_lib.DistributedIterator,
+             read: Callable[[], Nest]) -> Nest:
+  """``read()``; an error of TensorFlow's runtime (a lost worker: its
+  connection reset, refused) says which worker's input was being read."""
+  try:
+    return read()
+  except tf.errors.OutOfRangeError:
+    raise
+  except tf.errors.OpError as e:
+    if type(e) is tf.errors.OpError:  # pylint: disable=unidiomatic-typecheck
+      raise
+    host = part._layout.host  # pylint: disable=protected-access
+    raise type(e)(e.node_def, e.op, f"{e.message} (while reading this "
+                  f"step's input on {host})") from e
 
 
 # -- joining the workers' steps ------------------------------------------------
@@ -99,9 +142,11 @@ class MultiWorkerDataset(tf.distribute.DistributedDataset, _CompositeTensor,
 
   def __iter__(self) -> "MultiWorkerIterator":
     parts = tuple(iter(p) for p in self._parts)
-    if tf.executing_eagerly():
-      _wait_until_made(parts)
-    return MultiWorkerIterator(parts, self._strategy)
+    if not tf.executing_eagerly():
+      return MultiWorkerIterator(parts, self._strategy)
+    _wait_until_made(parts)
+    return MultiWorkerIterator(parts, self._strategy,
+                               steps=steps_held(self._parts))
 
   @property
   def element_spec(self) -> SpecNest:
@@ -137,12 +182,29 @@ class MultiWorkerDataset(tf.distribute.DistributedDataset, _CompositeTensor,
 class MultiWorkerIterator(iterator_lib.IterationProtocol,
                           tf.distribute.DistributedIterator, _CompositeTensor):
   """Iterates a ``MultiWorkerDataset``: each worker's iterator lives on
-  that worker."""
+  that worker.
+
+  The end of input, eagerly: a worker's read that fails at the end would
+  fail only after it returned (a remote op reports its error late: at the
+  next use of the value, building its type spec), and the error would stay
+  on the client's executor.  So an eager read never runs past the end:
+  while the steps left are known (from the workers' cardinalities, counted
+  down here), the iterator ends when they are used up, for free; else
+  (unknown cardinality, or the iterator was also passed into a
+  ``tf.function``, which reads it where this count cannot see) every
+  worker's read is an Optional whose ``has_value`` is awaited -- one more
+  round trip per step.  A read that fails otherwise (a lost worker: its
+  connection reset or refused) raises TensorFlow's error, of its class,
+  with the worker whose input it was reading added to the message.
+  """
 
   def __init__(self, parts: tuple[iterator_lib.DistributedIterator, ...],  # pylint: disable=super-init-not-called
-               strategy: Optional[StrategyLike] = None) -> None:
+               strategy: Optional[StrategyLike] = None,
+               steps: Optional[float] = None) -> None:
     self._parts = tuple(parts)
     self._strategy = strategy
+    # Eager steps left, or None when not known (see the class docstring).
+    self._steps_left = steps
 
   def __repr__(self) -> str:
     hosts = [p._layout.host for p in self._parts]  # pylint: disable=protected-access
@@ -159,11 +221,47 @@ class MultiWorkerIterator(iterator_lib.IterationProtocol,
       tf.errors.OutOfRangeError: the input is exhausted.
     """
     del name
+    if tf.executing_eagerly():
+      step = self._next_eagerly()
+      if step is None:
+        raise tf.errors.OutOfRangeError(None, None, "End of sequence")
+      return step
     return joined([p.get_next() for p in self._parts], self._counts)
+
+  def _next_eagerly(self) -> Optional[Nest]:
+    """The next step's input, or None at the end of any worker's input
+    (see the class docstring).
+
+    Uncounted, every worker's reads start before any answer is awaited;
+    they are Optionals, so the end of input reaches the client as a value,
+    as one machine's iterator reports it, never as a remote op's error.
+    """
+    if self._steps_left is not None:
+      if self._steps_left <= 0:
+        return None
+      self._steps_left -= 1
+      values = [_reading(p, p.get_next) for p in self._parts]
+      for part, value in zip(self._parts, values):
+        # The step waits for these values anyway (its trace type needs
+        # their shapes); waiting here names the worker whose read failed.
+        _reading(part, lambda v=value: _shapes(v))
+      return joined(values, self._counts)
+    reads = [_reading(p, p.start_reads) for p in self._parts]
+    flags = [[o.has_value() for o in read] for read in reads]
+    for part, flag in zip(self._parts, flags):
+      if not _reading(part, lambda f=flag: all(bool(x) for x in f)):
+        return None
+    return joined([p.step_from(r) for p, r in zip(self._parts, reads)],
+                  self._counts)
 
   def get_next_as_optional(self) -> tf.experimental.Optional:
     """The next step's input as an Optional: empty when any worker's input
     is exhausted."""
+    if tf.executing_eagerly():
+      step = self._next_eagerly()
+      if step is None:
+        return tf.experimental.Optional.empty(self.element_spec)
+      return tf.experimental.Optional.from_value(step)
     optionals = [p.get_next_as_optional() for p in self._parts]
     spec = joined_spec([o.element_spec for o in optionals], self._counts)
     counts = self._counts
@@ -215,6 +313,9 @@ class _MultiWorkerSpec(tf.TypeSpec):
   def _to_components(self, value: Union["MultiWorkerDataset",
                                          "MultiWorkerIterator"]
                      ) -> tuple[Union[tf.data.Dataset, tf.data.Iterator], ...]:
+    if isinstance(value, MultiWorkerIterator):
+      # Read inside a tf.function from now on, maybe: stop counting.
+      value._steps_left = None  # pylint: disable=protected-access
     return tuple(p._host for p in value._parts)  # pylint: disable=protected-access
 
   def _parts_from(self, components: Sequence[Nest]) -> tuple[Nest, ...]:

@@ -4,10 +4,12 @@ The two programs of docs/cluster.md (a Keras ``fit`` program and a custom
 loop) run as written: the chief under ``python -m compat_distribute run``
 with its ``TF_CONFIG``, every worker and ps task under ``python -m
 compat_distribute serve`` (loopback ports picked free; every wait bounded;
-every process stopped at the end, also on failure).  The reference is the
-same program on one machine with two replicas (``compute_devices`` on two
-logical CPUs).  Tolerance: the cluster runs the same ops on the same values
-in the same order as the local two-replica run; only where the ops run
+every process stopped at the end, also on failure).  The reference is
+native TensorFlow: the same program run by ``python`` alone on one machine,
+its ``tf.distribute.experimental.CentralStorageStrategy`` TensorFlow's own,
+given two logical CPUs as compute devices (two replicas, as on the
+cluster).  Tolerance: the cluster runs the same ops on the same values in
+the same order as the native two-replica run; only where the ops run
 differs, so the weights agree to float32 round-off (``rtol=1e-5``).
 
 Slow (each cluster is 4 TensorFlow processes): marked ``cluster``.
@@ -49,7 +51,7 @@ def doc_program(name):
 
 
 def write_programs(tmp_path, name):
-  """The program as written, and its local two-replica reference."""
+  """The program as written, and its native two-replica reference."""
   program = doc_program(name)
   assert program.count(CONSTRUCTOR) == 1
   cluster_path = tmp_path / name
@@ -70,13 +72,13 @@ def final_weights(result):
   raise AssertionError(f"no final weights in:\n{result.stdout[-2000:]}")
 
 
-def run_local(script, args, tmp_path):
+def run_native(script, args):
+  """``python script args`` alone: TensorFlow's own strategy."""
   logs = []
   try:
-    process = local_cluster.start_process(
-        [sys.executable, "-m", "compat_distribute", "run", script, *args],
-        {**ENV, "TF_CONFIG": ""}, logs)
-    process.task = "local"
+    process = local_cluster.start_process([sys.executable, script, *args],
+                                          {"TF_CONFIG": ""}, logs)
+    process.task = "native"
     return local_served.collect(process, TIMEOUT)
   finally:
     for log in logs:
@@ -105,15 +107,16 @@ def assert_same(ours, reference):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
-def test_custom_loop_matches_two_local_replicas(tmp_path):
+def test_custom_loop_matches_native_two_replicas(tmp_path):
   on_cluster, on_one_machine = write_programs(tmp_path, "train_loop.py")
-  chief, servers = run_cluster(on_cluster, ["30"])
-  reference = run_local(on_one_machine, ["30"], tmp_path)
+  chief, servers = run_cluster(on_cluster, ["2"])
+  reference = run_native(on_one_machine, ["2"])
+  assert "epoch 1: loss" in chief.stdout
   assert_same(final_weights(chief), final_weights(reference))
   assert_servers_ended_told(servers)
 
 
-def test_keras_fit_matches_two_local_replicas_and_restores_after_restart(
+def test_keras_fit_matches_native_two_replicas_and_restores_after_restart(
     tmp_path):
   on_cluster, on_one_machine = write_programs(tmp_path, "train_fit.py")
   model_dir = str(tmp_path / "model")
@@ -121,8 +124,7 @@ def test_keras_fit_matches_two_local_replicas_and_restores_after_restart(
   assert "replicas: 2" in chief.stdout
   trained = final_weights(chief)
   assert_servers_ended_told(servers)
-  reference = run_local(on_one_machine, [str(tmp_path / "local_model"), "2"],
-                        tmp_path)
+  reference = run_native(on_one_machine, [str(tmp_path / "local_model"), "2"])
   assert_same(trained, final_weights(reference))
   # The whole cluster started anew: the chief's checkpoint restores.
   restarted, servers = run_cluster(on_cluster, [model_dir, "0"])
