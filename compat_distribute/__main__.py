@@ -98,6 +98,9 @@ def run_script(script: str, args: Sequence[str] = ()) -> int:
         f"compat_distribute run: can't open file {os.path.abspath(script)!r}:"
         " [Errno 2] No such file or directory\n")
     return 2
+  # Before TensorFlow is imported: Keras 2 for a program that uses Estimator.
+  from compat_distribute.runtime import keras_choice  # pylint: disable=g-import-not-at-top
+  keras_choice.choose_for_script(script)
   from compat_distribute.install import install  # pylint: disable=g-import-not-at-top
   try:
     installation = install()
