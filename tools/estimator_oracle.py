@@ -63,6 +63,13 @@ def make(path: str, libraries: bool = False) -> str:
   With ``libraries``, it also holds LIBRARIES and their dependencies.
   """
   if not is_ready(path, libraries):
+    if not (3, 9) <= sys.version_info[:2] <= (3, 11):
+      # venv makes the environment with this interpreter.
+      raise SystemExit(
+          f"estimator_oracle: TensorFlow 2.15.1 has builds for Python 3.9 "
+          f"to 3.11 only, and this is Python {sys.version.split()[0]}: run "
+          f"this script with python3.11 (the tests may run on any Python; "
+          f"the oracle is a separate interpreter)")
     venv.EnvBuilder(with_pip=True, clear=False).create(path)
     pip = [interpreter(path), "-m", "pip", "install", "-q"]
     subprocess.run([*pip, *REQUIREMENTS], check=True)
