@@ -7,6 +7,8 @@
 * ``logs``: the package logger and the one-time deprecation warning;
 * ``errors``: ``Error``, the base class of every error the package defines;
 * ``types``: the named types of the package's signatures.
+* ``keras_choice``: which Keras ``tf.keras`` is for a program the runner
+  starts, chosen before TensorFlow is imported (imports no TensorFlow).
 
 Imports nothing of the package but ``_tf_private`` / ``_tf_compat``.
 """

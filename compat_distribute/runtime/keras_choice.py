@@ -9,8 +9,8 @@ on TensorFlow 2.15 may use ``tf.keras`` before Estimator (a ``Layer``
 subclass at module level, a Keras model, ``set_random_seed``): by the time
 Estimator is imported, it is too late to switch.  So ``python -m
 compat_distribute run`` decides before the program's first line
-(``choose_for_script``), and this module is where the decision lives,
-below every layer that imports TensorFlow, because it must run before.
+(``choose_for_script``), before TensorFlow is imported: this module imports
+no TensorFlow (nor does ``runtime/__init__``), which is why it sits here.
 
 The decision, in order:
 
@@ -38,7 +38,6 @@ True
 from __future__ import annotations
 
 import ast
-import dataclasses
 import importlib.machinery
 import importlib.util
 import os
@@ -52,11 +51,13 @@ from compat_distribute.runtime import logs
 OVERRIDE_VARIABLE = "COMPAT_DISTRIBUTE_KERAS"
 EXPLAIN_VARIABLE = "COMPAT_DISTRIBUTE_KERAS_EXPLAIN"
 LEGACY_KERAS_VARIABLE = "TF_USE_LEGACY_KERAS"
-# Modules whose import means Estimator (a name, or a module below one).
-ESTIMATOR_MODULES = (
-    "tensorflow_estimator", "tensorflow.estimator",
-    "tensorflow.python.estimator", "tensorflow.compat.v1.estimator",
-    "tensorflow.compat.v2.estimator")
+# Modules whose import means Estimator (a name, or a module below one):
+# names compared with what a program imports, never imported here.
+ESTIMATOR_MODULES = tuple(".".join(parts) for parts in (
+    ("tensorflow_estimator",), ("tensorflow", "estimator"),
+    ("tensorflow", "python", "estimator"),
+    ("tensorflow", "compat", "v1", "estimator"),
+    ("tensorflow", "compat", "v2", "estimator")))
 # Packages never read: the standard library, TensorFlow and Keras
 # themselves (their names are checked, their files are not), and large
 # packages that do not build on Estimator.
@@ -66,8 +67,10 @@ NOT_READ = frozenset((
     "jax", "jaxlib", "torch", "google", "absl", "h5py", "ml_dtypes", "PIL",
     "grpc", "pytest", "_pytest", "setuptools", "pip", "six", "wrapt",
     "tensorflow_io_gcs_filesystem"))
-MAX_FILES = 400
-MAX_BYTES = 6_000_000
+# The look's bounds: files, bytes and seconds (whichever comes first).
+MAX_FILES = 300
+MAX_BYTES = 4_000_000
+MAX_SECONDS = 0.5
 
 _IMPORT = re.compile(rb"^[ \t]*import[ \t]+([^\n#;]+)", re.M)
 _FROM = re.compile(
@@ -75,7 +78,6 @@ _FROM = re.compile(
     re.M)
 
 
-@dataclasses.dataclass
 class Choice:
   """What ``choose_for_script`` decided.
 
@@ -86,11 +88,15 @@ class Choice:
     files_read: how many source files the look read.
     seconds: what the decision took.
   """
-  keras: Optional[str]
-  reason: str
-  files_read: int = 0
-  seconds: float = 0.0
-  _restore: Optional[tuple[Optional[str]]] = None
+
+  def __init__(self, keras: Optional[str], reason: str, files_read: int,
+               restore: Optional[tuple[Optional[str]]] = None) -> None:
+    self.keras, self.reason, self.files_read = keras, reason, files_read
+    self.seconds = 0.0
+    self._restore = restore
+
+  def __repr__(self) -> str:
+    return f"Choice(keras={self.keras!r}, reason={self.reason!r})"
 
   def undo(self, environ: Optional[MutableMapping[str, str]] = None) -> None:
     """Puts ``TF_USE_LEGACY_KERAS`` back as it was (TensorFlow, once
@@ -223,6 +229,7 @@ class _Look:
     self.files = 0
     self.bytes = 0
     self.exhausted = False
+    self.deadline = time.perf_counter() + MAX_SECONDS
 
   def spec(self, name: str) -> Optional[importlib.machinery.ModuleSpec]:
     if name in self.specs:
@@ -269,7 +276,8 @@ class _Look:
   def read(self, path: str, label: str,
            package: Optional[str]) -> Optional[str]:
     """Reads one file: its evidence (or None); queues what it imports."""
-    if self.files >= MAX_FILES or self.bytes >= MAX_BYTES:
+    if (self.files >= MAX_FILES or self.bytes >= MAX_BYTES or
+        time.perf_counter() > self.deadline):
       self.exhausted = True
       return None
     try:
@@ -347,17 +355,35 @@ def _decide(script: str, environ: MutableMapping[str, str]
   if LEGACY_KERAS_VARIABLE in environ:
     return False, (f"{LEGACY_KERAS_VARIABLE}={environ[LEGACY_KERAS_VARIABLE]}"
                    " is set by the environment: TensorFlow's choice"), 0
+  if _script_source(script) is None:
+    return False, f"{script} is not a Python source to read: Keras 3", 0
+  evidence, files, exhausted = program_evidence(script)
+  if evidence is not None:
+    return True, f"Estimator in use ({evidence})", files
+  limit = ", look stopped at its bound" if exhausted else ""
+  return False, f"no use of Estimator found{limit}: Keras 3", files
+
+
+def program_evidence(script: str) -> tuple[Optional[str], int, bool]:
+  """Where the program ``script`` (a file, or a folder with
+  ``__main__.py``), or a module it imports, uses Estimator.
+
+  The modules are found as Python would find them for ``python script``
+  (the script's folder first, then ``sys.path``), read nearest first and
+  never executed; the standard library and ``NOT_READ`` are not read, and
+  the look stops at ``MAX_FILES``, ``MAX_BYTES`` or ``MAX_SECONDS``.
+
+  Returns:
+    (evidence or None, files read, whether the look stopped at a bound).
+  """
   path = _script_source(script)
   if path is None:
-    return False, f"{script} is not a Python source to read: Keras 3", 0
+    return None, 0, False
   real = os.path.realpath(script)
   folder = real if os.path.isdir(real) else os.path.dirname(real)
   look = _Look([folder] + sys.path[1:])
   evidence = look.run(path)
-  if evidence is not None:
-    return True, f"Estimator in use ({evidence})", look.files
-  limit = ", look stopped at its bound" if look.exhausted else ""
-  return False, f"no use of Estimator found{limit}: Keras 3", look.files
+  return evidence, look.files, look.exhausted
 
 
 def choose_for_script(script: str,
@@ -376,10 +402,11 @@ def choose_for_script(script: str,
     keras_2, reason, files = _decide(script, environ)
   except Exception as e:  # pylint: disable=broad-except
     keras_2, reason, files = False, f"no decision ({e!r})", 0
-  choice = Choice("2" if keras_2 else None, reason, files)
+  restore = None
   if keras_2 and environ.get(LEGACY_KERAS_VARIABLE) != "1":
-    choice._restore = (environ.get(LEGACY_KERAS_VARIABLE),)  # pylint: disable=protected-access
+    restore = (environ.get(LEGACY_KERAS_VARIABLE),)
     environ[LEGACY_KERAS_VARIABLE] = "1"
+  choice = Choice("2" if keras_2 else None, reason, files, restore)
   choice.seconds = time.perf_counter() - start
   message = (f"tf.keras for {os.path.basename(script)}: "
              f"{'Keras 2 (tf-keras)' if keras_2 else 'unchanged'}: {reason} "

@@ -1,0 +1,40 @@
+"""A seeded Estimator program that uses ``tf.keras`` first ends where it
+ends on TensorFlow 2.15.
+
+tests/fixtures/estimator_keras_first.py defines a ``tf.keras.layers.Layer``
+subclass at module level, calls ``tf.keras.utils.set_random_seed`` and
+builds a Keras model before any Estimator, then trains and evaluates a
+custom ``model_fn`` Estimator using the layer and a canned
+``DNNRegressor``.  On TensorFlow 2.16+ only the runner's choice of Keras 2
+before the program starts (compat_distribute/runtime/keras_choice.py) lets
+it run: it is compared, number for number, with the same program run
+natively on TensorFlow 2.15 (the oracle, support/estimator.py).
+"""
+import importlib.util
+
+import pytest
+
+from support import estimator as estimator_support
+
+pytestmark = [
+    pytest.mark.skipif(
+        importlib.util.find_spec("tensorflow_estimator") is None,
+        reason="tensorflow-estimator is not installed (pip install "
+        "tensorflow-estimator==2.15.0; tox -e tf221 installs it)"),
+    pytest.mark.subprocess, pytest.mark.parity]
+
+
+def test_keras_layer_model_and_seed_before_estimator_match_tf_2_15(tmp_path):
+  ours, native = estimator_support.run_both(
+      "estimator_keras_first.py", ["{dir}"], tmp_path)
+  assert len(native["keras_model"]) == 4
+  for name in ("custom", "dnn"):
+    assert len(native[name]["losses"]) == 4, name
+    assert native[name]["eval"]["global_step"] == 4.0, name
+  assert sorted(native["custom"]["checkpoint"]) == [
+      "global_step", "scale/b", "scale/w"]
+  estimator_support.assert_close(ours, native, skip=("tf_keras",))
+  # tf.keras was Keras 2 in both: tf-keras under ours on TensorFlow 2.16+
+  # (Keras 2 itself on 2.12-2.15), Keras 2.15 natively.
+  assert (ours["tf_keras"], native["tf_keras"]) in (("tf_keras", "keras"),
+                                                    ("keras", "keras"))
