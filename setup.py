@@ -43,9 +43,15 @@ setup(
         "test": ["pytest"],
         # benchmarks/sweep.py's plot (the tables are written without it).
         "bench": ["matplotlib"],
-        # TensorFlow Estimator on TensorFlow 2.16+ (docs/estimator.md); also
-        # install the tf-keras of your TensorFlow minor with --no-deps.
-        "estimator": ["tensorflow-estimator==2.15.0"],
+        # TensorFlow Estimator on TensorFlow 2.16+ (docs/estimator.md):
+        # Estimator's last release, and TensorBoard, which tensorflow-cpu
+        # 2.16+ no longer brings and tf.summary needs (pip picks the newest
+        # release that agrees with the installed TensorFlow's protobuf).
+        # Not tf-keras: it requires the `tensorflow` distribution, a second
+        # TensorFlow beside tensorflow-cpu; install the one of your
+        # TensorFlow minor with --no-deps.
+        "estimator": ["tensorflow-estimator==2.15.0",
+                      "tensorboard>=2.16,<2.23"],
         # The documentation site (mkdocs.yml), built from the source without
         # importing TensorFlow; pinned, since the strict build's warnings and
         # its pages depend on these versions.  Ruff lays out the signatures.

@@ -58,6 +58,8 @@ from compat_distribute._tf_private.estimator import keras_state
 from compat_distribute._tf_private.estimator import python_package
 from compat_distribute._tf_private.estimator import register_estimator_api
 from compat_distribute._tf_private.estimator import register_module
+from compat_distribute._tf_private.estimator import tb_not_installed_error
+from compat_distribute._tf_private.estimator import tensorboard_stand_ins
 from compat_distribute._tf_private.estimator import unregister_estimator_api
 from compat_distribute._tf_private.estimator import unregister_module
 from compat_distribute._tf_private.functions import EagerTensor

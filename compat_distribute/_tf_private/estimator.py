@@ -31,6 +31,13 @@ to 2.15 have them all, 2.16 and later none of those marked *removed*:
   ``distribute_coordinator_context`` (present from 2.12 to the 2.23
   nightly) -- the coordinator that runs a task of a ``TF_CONFIG`` cluster,
   which the supplied ``estimator_training`` drives as TensorFlow's did.
+* ``tensorflow.python.summary.tb_summary`` (2.16+) -- what ``tf.summary``'s
+  ``scalar``, ``histogram``, ``image``, ``text`` and ``audio`` are from
+  2.16 on: stand-ins that import TensorBoard's implementation when called
+  and raise its ``TBNotInstalledError`` if they cannot.
+  ``tensorboard_stand_ins`` finds them in an API module by that module
+  name; ``tb_not_installed_error`` is the class (None before 2.16, where
+  TensorFlow requires TensorBoard and ``tf.summary`` is TensorBoard's).
 * ``_tfll_initialized`` / ``_tfll_keras_version`` of TensorFlow's
   ``KerasLazyLoader`` (``tf.keras`` and friends, 2.16+) -- whether
   ``tf.keras`` already resolved to Keras 3 (``keras_state``).  Estimator's
@@ -44,7 +51,7 @@ import importlib
 import importlib.util
 import sys
 import types
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import tensorflow as tf
 
@@ -100,6 +107,38 @@ def has_estimator_path() -> bool:
 def python_package() -> types.ModuleType:
   """``tensorflow.python``, the package ``ESTIMATOR_PATH`` sits in."""
   return importlib.import_module(ESTIMATOR_PATH.rpartition(".")[0])
+
+
+_TB_SUMMARY = "tensorflow.python.summary.tb_summary"
+
+
+def tb_not_installed_error() -> Optional[type[Exception]]:
+  """TensorFlow's ``TBNotInstalledError``, or None where it has none.
+
+  >>> error = tb_not_installed_error()
+  >>> error is None or issubclass(error, Exception)
+  True
+  """
+  try:
+    module = importlib.import_module(_TB_SUMMARY)
+  except ImportError:
+    return None
+  error = getattr(module, "TBNotInstalledError", None)
+  return error if isinstance(error, type) else None
+
+
+def tensorboard_stand_ins(
+    module: types.ModuleType) -> dict[str, Callable[..., object]]:
+  """The functions of the API module ``module`` (``tf.summary``) that are
+  TensorFlow's stand-ins for TensorBoard's, by name (none before 2.16).
+
+  >>> sorted(tensorboard_stand_ins(tf.summary)) == (
+  ...     [] if tf.__version__ < "2.16" else
+  ...     ["audio", "histogram", "image", "scalar", "text"])
+  True
+  """
+  return {name: value for name, value in vars(module).items()
+          if callable(value) and getattr(value, "__module__", "") == _TB_SUMMARY}
 
 
 def has_module(key: str) -> bool:

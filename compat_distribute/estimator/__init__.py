@@ -26,12 +26,14 @@ imported
 ``tensorflow.python.estimator`` and every       ``legacy_path.EstimatorPathFinder``: each
 module TensorFlow 2.15 had below it             holds the names of its Estimator module,
 (``canned.head``, ``estimator_lib``, ...)       loaded when imported
+a clear error for ``tf.summary.scalar`` & co.   ``summaries.guard``, when Estimator is
+without TensorBoard                             imported (``TensorBoardMissingError``)
 ==============================================  ==========================================
 
 On TensorFlow 2.12 to 2.15 every piece is TensorFlow's own and ``supply()``
 changes nothing.  The private TensorFlow names involved are all in
-``compat_distribute._tf_private`` (``ESTIMATOR_MODULES`` lists the module
-names registered).
+``compat_distribute._tf_private`` (``ESTIMATOR_MODULES`` and
+``ESTIMATOR_PATH_MODULES`` list the module names registered).
 
 >>> native = has_estimator_support()   # False on TensorFlow 2.16+
 >>> supplied = supply()
@@ -54,6 +56,7 @@ from compat_distribute.estimator import api
 from compat_distribute.estimator import coordinator
 from compat_distribute.estimator import keras
 from compat_distribute.estimator import legacy_path
+from compat_distribute.estimator import summaries
 from compat_distribute.estimator import tpu
 from compat_distribute.estimator.errors import EstimatorUnsupportedError
 
@@ -91,11 +94,13 @@ class Supplied:
     self.finder: Optional[api.EstimatorImportFinder] = None
     self.keras_token: Optional[tuple[Optional[str]]] = None
     self.path_finder: Optional[legacy_path.EstimatorPathFinder] = None
+    self.summaries: summaries.Guarded = []
 
   def is_empty(self) -> bool:
     """Whether nothing is (still) supplied."""
     return not (self.modules or self.api_token or self.attached or
-                self.finder or self.keras_token or self.path_finder)
+                self.finder or self.keras_token or self.path_finder or
+                self.summaries)
 
   def names(self) -> list[str]:
     """What is supplied, one short label each."""
@@ -110,6 +115,8 @@ class Supplied:
       labels.append("the tensorflow_estimator import guard")
     if self.keras_token is not None:
       labels.append(f"{keras.LEGACY_KERAS_VARIABLE}=1")
+    if self.summaries:
+      labels.append("the TensorBoard check of tf.summary")
     return labels
 
   def __repr__(self) -> str:
@@ -163,6 +170,8 @@ def supply() -> Supplied:
       token = keras.prepare_for_estimator()
       if token is not None:
         supplied.keras_token = token
+      if not supplied.summaries:
+        supplied.summaries = summaries.guard(keras.tf_minor())
 
     supplied.finder = api.EstimatorImportFinder(
         before_import, keras.tf_minor(), supplied.attached)
@@ -189,6 +198,8 @@ def withdraw(supplied: Supplied) -> None:
       sys.meta_path.remove(supplied.path_finder)
     supplied.path_finder.forget()
     supplied.path_finder = None
+  summaries.unguard(supplied.summaries)
+  supplied.summaries = []
   keras.restore(supplied.keras_token)
   supplied.keras_token = None
   api.detach(supplied.attached)

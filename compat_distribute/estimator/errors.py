@@ -4,7 +4,8 @@ why, and the command or change that fixes it.
 Each derives from ``compat_distribute.Error`` and from the class Python or
 TensorFlow 2.15 raised in the same situation (``ModuleNotFoundError`` for a
 package that is not installed, ``ImportError`` for one that cannot be used,
-``NotImplementedError`` for TPU functionality), so that a program's own
+``NotImplementedError`` for TPU functionality, TensorFlow's
+``TBNotInstalledError`` for a summary without TensorBoard), so that a program's own
 ``except ImportError:`` around ``import tensorflow_estimator`` still works.
 
 >>> error = EstimatorNotInstalledError(tf_minor="2.21")
@@ -15,6 +16,7 @@ TensorFlow Estimator is not installed (no module named 'tensorflow_estimator'). 
 """
 from __future__ import annotations
 
+from compat_distribute import _tf_private
 from compat_distribute.runtime.errors import Error
 
 ESTIMATOR_REQUIREMENT = "tensorflow-estimator==2.15.0"
@@ -112,3 +114,40 @@ class TPUEstimatorUnsupportedError(Error, NotImplementedError):
         "TPUEstimator drives them on TPU hardware only. Use "
         "tf.estimator.Estimator (CPU/GPU, with a distribution strategy), or "
         "TensorFlow 2.15 for TPUEstimator.")
+
+
+def tensorboard_requirement(tf_minor: str) -> str:
+  """The pip requirement of a TensorBoard for TensorFlow ``tf_minor``: one
+  released for TensorFlow 2.16 or later, no newer than that minor (pip then
+  takes the newest whose protobuf agrees with TensorFlow's).
+
+  >>> tensorboard_requirement("2.21")
+  '"tensorboard>=2.16,<2.22"'
+  """
+  major, minor = tf_minor.split(".")[:2]
+  return f'"tensorboard>=2.16,<{major}.{int(minor) + 1}"'
+
+
+class TensorBoardMissingError(
+    Error, _tf_private.tb_not_installed_error() or ImportError):
+  """A ``tf.summary`` function that TensorBoard implements (``scalar``,
+  ``histogram``, ``image``, ``text``, ``audio``) called in an Estimator
+  program while TensorBoard cannot be imported.
+
+  >>> error = TensorBoardMissingError("tf.summary.scalar", "2.21")
+  >>> print(error)  # doctest: +NORMALIZE_WHITESPACE
+  tf.summary.scalar needs TensorBoard, which is not installed (or cannot be
+  imported). TensorFlow 2.16 and later (tensorflow-cpu) no longer install it.
+  Install it with: pip install "tensorboard>=2.16,<2.22" (or with
+  Estimator: pip install "compat_distribute[estimator]")
+  """
+
+  def __init__(self, api_name: str, tf_minor: str) -> None:
+    message = (
+        f"{api_name} needs TensorBoard, which is not installed (or cannot be "
+        "imported). TensorFlow 2.16 and later (tensorflow-cpu) no longer "
+        "install it. Install it with: pip install "
+        f"{tensorboard_requirement(tf_minor)} (or with Estimator: pip "
+        'install "compat_distribute[estimator]")')
+    Exception.__init__(self, message)  # pylint: disable=non-parent-init-called
+    self.error_message = message  # as TensorFlow's error has it
