@@ -14,6 +14,7 @@ import pytest
 import tensorflow as tf
 
 from compat_distribute.runtime import keras_choice
+from compat_distribute.runtime import program_look
 
 evidence = keras_choice.estimator_evidence
 # TensorFlow 2.16+ routes tf.keras through a loader that reads
@@ -106,7 +107,7 @@ def test_the_look_is_bounded(tmp_path, monkeypatch):
   script = _write(tmp_path, files)
   assert keras_choice.program_evidence(script)[0] == (
       "module m20 line 1: import tensorflow_estimator")
-  monkeypatch.setattr(keras_choice, "MAX_FILES", 10)
+  monkeypatch.setattr(program_look, "MAX_FILES", 10)
   assert keras_choice.program_evidence(script) == (None, 10, True)
 
 
