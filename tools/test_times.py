@@ -7,9 +7,9 @@ pytest JUnit XML file.
 
 One row per test folder (the folder of each test's file): the tests run
 (skipped ones left out), their seconds (JUnit's ``time``: set-up, call and
-tear-down), seconds per test, and the tests that start processes (those
-marked ``subprocess`` or ``cluster``, read from the ``--collect-only -q``
-listing).  The slowest folder first; a total line last.
+tear-down), seconds per test, and the tests among them that start
+processes (those marked ``subprocess`` or ``cluster``, read from the
+``--collect-only -q`` listing).  The slowest folder first; a total line last.
 
 >>> xml = ('<testsuites><testsuite>'
 ...        '<testcase classname="tests.cluster.test_a" name="t1" time="2.0"/>'
@@ -28,6 +28,7 @@ import collections
 import posixpath
 import sys
 import xml.etree.ElementTree as ElementTree
+from typing import Optional
 
 
 def folder_of_classname(classname: str) -> str:
@@ -37,6 +38,23 @@ def folder_of_classname(classname: str) -> str:
     if part.startswith("test_") or part == "conftest":
       return "/".join(parts[:i]) or "."
   return "/".join(parts[:-1]) or "."
+
+
+def node_id(classname: str, name: str) -> str:
+  """JUnit's ``tests.a.test_b.TestC`` + ``t[x]`` ->
+  ``tests/a/test_b.py::TestC::t[x]``, pytest's node id."""
+  parts = classname.split(".")
+  for i, part in enumerate(parts):
+    if part.startswith("test_") or part == "conftest":
+      return "::".join(["/".join(parts[:i + 1]) + ".py", *parts[i + 1:], name])
+  return "::".join(["/".join(parts) + ".py", name])
+
+
+def ran(junit_xml: str) -> set[str]:
+  """The node ids of the tests that ran (not skipped)."""
+  return {node_id(case.get("classname", ""), case.get("name", ""))
+          for case in ElementTree.fromstring(junit_xml).iter("testcase")
+          if case.find("skipped") is None}
 
 
 def folder_of_node(node_id: str) -> str:
@@ -57,12 +75,15 @@ def times(junit_xml: str) -> dict[str, tuple[int, float]]:
           in found.items()}
 
 
-def marked(collect_only_output: str) -> dict[str, int]:
-  """{folder: tests} from ``pytest --collect-only -q`` output."""
+def marked(collect_only_output: str,
+           only: Optional[set[str]] = None) -> dict[str, int]:
+  """{folder: tests} from ``pytest --collect-only -q`` output; with
+  ``only``, just the node ids in it (the tests that ran)."""
   counts: collections.Counter = collections.Counter()
   for line in collect_only_output.splitlines():
     if "::" in line and not line.startswith(" "):
-      counts[folder_of_node(line.strip())] += 1
+      if only is None or line.strip() in only:
+        counts[folder_of_node(line.strip())] += 1
   return dict(counts)
 
 
@@ -90,11 +111,12 @@ def main(argv: list[str]) -> int:
                       "'subprocess or cluster' output (default: none)")
   args = parser.parse_args(argv)
   with open(args.junit_xml, encoding="utf-8") as f:
-    by_folder = times(f.read())
+    junit = f.read()
+  by_folder = times(junit)
   processes = {}
   if args.marked:
     with open(args.marked, encoding="utf-8") as f:
-      processes = marked(f.read())
+      processes = marked(f.read(), ran(junit))
   print(table(by_folder, processes))
   return 0
 

@@ -28,8 +28,9 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 COLLECTED = """tests/cluster/test_a.py::t1
 tests/cluster/test_a.py::t2[x]
 tests/clients/keras/test_fit.py::TestFit::t3
+tests/clients/keras/test_fit.py::t4
 
-3/5 tests collected (2 deselected) in 0.50s
+4/6 tests collected (2 deselected) in 0.50s
 """
 
 
@@ -46,7 +47,14 @@ def test_times_count_run_tests_and_their_seconds():
                                      "tests/clients/keras": (1, 0.25),
                                      "tests/api": (1, 9.0)}
   assert test_times.marked(COLLECTED) == {"tests/cluster": 2,
-                                          "tests/clients/keras": 1}
+                                          "tests/clients/keras": 2}
+  # Only the tests that ran: t4 was skipped.
+  assert test_times.ran(JUNIT) == {
+      "tests/cluster/test_a.py::t1", "tests/cluster/test_a.py::t2[x]",
+      "tests/clients/keras/test_fit.py::TestFit::t3",
+      "tests/api/test_b.py::t5"}
+  assert test_times.marked(COLLECTED, test_times.ran(JUNIT)) == {
+      "tests/cluster": 2, "tests/clients/keras": 1}
 
 
 @pytest.mark.subprocess
