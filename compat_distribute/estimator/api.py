@@ -112,11 +112,17 @@ class LazyEstimatorAPI(types.ModuleType):
 Attached = tuple[types.ModuleType, LazyEstimatorAPI]
 
 
-def _api_module(path: str) -> types.ModuleType:
-  module = tf
+def api_module(path: str) -> Optional[types.ModuleType]:
+  """The API module at ``path`` below tf (``""``: tf itself), or None
+  where this TensorFlow has none.
+
+  >>> api_module("compat.v1") is tf.compat.v1, api_module("no.such")
+  (True, None)
+  """
+  module: object = tf
   for part in path.split(".") if path else ():
-    module = getattr(module, part)
-  return module
+    module = getattr(module, part, None)
+  return module if isinstance(module, types.ModuleType) else None
 
 
 def attach_to(module: types.ModuleType, path: str,
@@ -138,7 +144,10 @@ def attach() -> list[Attached]:
   attached: list[Attached] = []
   try:
     for path in API_PATHS:
-      attach_to(_api_module(path), path, attached)
+      module = api_module(path)
+      if module is None:
+        raise AttributeError(f"TensorFlow {tf.__version__} has no tf.{path}")
+      attach_to(module, path, attached)
   except BaseException:
     detach(attached)
     raise

@@ -26,11 +26,12 @@ from __future__ import annotations
 import functools
 import importlib.util
 import types
-from typing import Callable, Optional
+from typing import Callable
 
 import tensorflow as tf
 
 from compat_distribute import _tf_private
+from compat_distribute.estimator import api
 from compat_distribute.estimator.errors import TensorBoardMissingError
 
 # TensorFlow's API modules holding TensorFlow 2's summary functions (path
@@ -42,13 +43,6 @@ SUMMARY_PATHS = ("summary", "compat.v2.summary",
 SummaryFunction = Callable[..., object]
 # (API module, function name, TensorFlow's stand-in it replaced).
 Guarded = list[tuple[types.ModuleType, str, SummaryFunction]]
-
-
-def _api_module(path: str) -> Optional[types.ModuleType]:
-  module: object = tf
-  for part in path.split("."):
-    module = getattr(module, part, None)
-  return module if isinstance(module, types.ModuleType) else None
 
 
 def _guarded(stand_in: SummaryFunction, api_name: str,
@@ -83,7 +77,7 @@ def guard(tf_minor: str) -> Guarded:
   if _tf_private.tb_not_installed_error() is None or tensorboard_installed():
     return guarded
   for path in SUMMARY_PATHS:
-    module = _api_module(path)
+    module = api.api_module(path)
     if module is None:
       continue
     for name, stand_in in sorted(

@@ -40,7 +40,7 @@ def _state():
       "modules": {name: sys.modules.get(name)
                   for name in _tf_private.ESTIMATOR_MODULES.values()},
       "meta_path": list(sys.meta_path),
-      "api": {path: vars(api._api_module(path)).get("estimator")  # pylint: disable=protected-access
+      "api": {path: vars(api.api_module(path)).get("estimator")
               for path in api.API_PATHS},
       "export": _tf_private.has_estimator_api(),
       "legacy_keras": os.environ.get("TF_USE_LEGACY_KERAS"),

@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from compat_distribute import _tf_private
 from compat_distribute import estimator
+from compat_distribute.estimator import api
 from compat_distribute.estimator import errors
 from compat_distribute.estimator import summaries
 from support import estimator as estimator_support
@@ -64,7 +65,7 @@ def test_the_error_is_tensorflows_class_and_ours():
 
 @supplied_only
 def test_guard_covers_each_stand_in_only_without_tensorboard():
-  before = {path: dict(vars(summaries._api_module(path)))  # pylint: disable=protected-access
+  before = {path: dict(vars(api.api_module(path)))
             for path in summaries.SUMMARY_PATHS}
   guarded = summaries.guard(MINOR)
   try:
@@ -84,7 +85,7 @@ def test_guard_covers_each_stand_in_only_without_tensorboard():
   finally:
     summaries.unguard(guarded)
   for path, names in before.items():
-    after = vars(summaries._api_module(path))  # pylint: disable=protected-access
+    after = vars(api.api_module(path))
     assert all(after[k] is v for k, v in names.items()), path
 
 
