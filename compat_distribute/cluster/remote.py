@@ -63,6 +63,7 @@ from typing import Optional, Union
 import tensorflow as tf
 
 from compat_distribute.cluster import failures
+from compat_distribute.cluster import reachability
 from compat_distribute.cluster import tasks
 from compat_distribute.runtime import devices
 from compat_distribute.runtime import logs
@@ -79,6 +80,9 @@ DONE_FILE = "compat_distribute_client_done"
 # How long the client waits at exit for the servers to take the message
 # (all at once, in parallel).
 SAY_DONE_TIMEOUT = 10.0
+# How long connecting waits for the tasks to reach one another when no
+# wait for the tasks was given (``reachability``).
+REACHABLE_WAIT = 60.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -275,6 +279,16 @@ def connect(client: ClusterClient, timeout: Optional[float],
       tf.config.experimental_connect_to_cluster(
           client.spec, job_name=client.job, task_index=client.task,
           protocol="grpc")
+      devices.set_eager_task(client.job, client.task)
+      # A task restarted while the others ran: their connections to it
+      # come back within seconds; the program's first step must not fail.
+      attempts = reachability.wait_until_reachable(
+          client.served_tasks,
+          REACHABLE_WAIT if timeout is None else float(timeout),
+          lambda: bool(_watchdog is not None and _watchdog.lost))
+      if attempts > 1:
+        logs.logger().info("every cluster task reaches every other after "
+                           "%d attempts", attempts)
     except tf.errors.OpError as e:
       named = explain(e)
       if _watchdog is not None:
@@ -282,7 +296,6 @@ def connect(client: ClusterClient, timeout: Optional[float],
       if named is e:
         raise
       raise named from e
-    devices.set_eager_task(client.job, client.task)
     _connected = client
     atexit.register(tell_servers_done)
 
