@@ -29,6 +29,9 @@ Every wait of the client on its tasks is bounded:
 * before connecting, for every task to accept connections: at most
   ``COMPAT_DISTRIBUTE_CLUSTER_WAIT`` seconds (default 300), then
   ``TaskUnavailableError``;
+* connecting, for every task to reach every other (``reachability``): the
+  same bound (``REACHABLE_WAIT``, 60 s, when there is none), then the
+  ``UnavailableError``;
 * connecting, and every op on a task (a training step, a variable read,
   the next batch): a task killed or closed fails it within a second or
   so; a task silent for ``COMPAT_DISTRIBUTE_TASK_TIMEOUT`` seconds
@@ -279,7 +282,6 @@ def connect(client: ClusterClient, timeout: Optional[float],
       tf.config.experimental_connect_to_cluster(
           client.spec, job_name=client.job, task_index=client.task,
           protocol="grpc")
-      devices.set_eager_task(client.job, client.task)
       # A task restarted while the others ran: their connections to it
       # come back within seconds; the program's first step must not fail.
       attempts = reachability.wait_until_reachable(
@@ -296,6 +298,7 @@ def connect(client: ClusterClient, timeout: Optional[float],
       if named is e:
         raise
       raise named from e
+    devices.set_eager_task(client.job, client.task)
     _connected = client
     atexit.register(tell_servers_done)
 
