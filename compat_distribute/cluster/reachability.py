@@ -6,9 +6,10 @@ variables from the ps tasks and the ps tasks read the gradients from the
 workers, over the connections the tasks keep among themselves.  After a
 task has been restarted (the ps of a cluster whose workers kept running,
 as ``run --max-restarts`` and a cluster manager do), a surviving task's
-connection to it waits out gRPC's reconnection back-off: for a few seconds
-a step fails at once with ``UnavailableError: failed to connect to all
-addresses`` although every task answers the client.
+connection to it can still hold the refusal of an attempt made while the
+task was down (gRPC reports it at the connection's next call), so the
+program's first step fails with ``UnavailableError: failed to connect to
+all addresses`` although every task answers the client.
 
 ``wait_until_reachable`` runs one small function in which every served
 task reads a value from every other, again until it succeeds: at most
