@@ -68,6 +68,24 @@ def wait_for_text(process: subprocess.Popen, text: str, timeout: float,
     time.sleep(0.05)
 
 
+def wait_for_file(path: str, process: subprocess.Popen, timeout: float) -> None:
+  """Waits (bounded) until ``path`` exists (a file ``process`` writes, e.g.
+  at a point where a test or the demo acts on the cluster).
+
+  Raises:
+    TimeoutError: not within ``timeout`` seconds, or the process ended
+      first; with the end of its stderr.
+  """
+  deadline = time.monotonic() + timeout
+  while not os.path.exists(path):
+    if process.poll() is not None or time.monotonic() > deadline:
+      raise TimeoutError(
+          f"{getattr(process, 'task', process.args)} did not write {path} "
+          f"within {timeout:g} s (exit {process.poll()}):\n"
+          f"{peek(process.err)[-6000:]}")  # type: ignore[attr-defined]
+    time.sleep(0.05)
+
+
 def collect(process: subprocess.Popen, timeout: float) -> local.TaskResult:
   """Waits (bounded) for a process ``local.start_process`` started (with a
   ``task`` name); kills it if it overruns."""

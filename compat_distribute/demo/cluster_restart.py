@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from typing import IO, Optional, Sequence
 
 import numpy as np
@@ -87,16 +85,6 @@ def _reference(args: list[str], folder: str) -> dict:
       log.close()
 
 
-def _wait_for_file(path: str, process: subprocess.Popen) -> None:
-  deadline = time.monotonic() + TIMEOUT
-  while not os.path.exists(path):
-    if process.poll() is not None or time.monotonic() > deadline:
-      raise RuntimeError(
-          f"the chief did not reach the kill point (exit {process.poll()}):"
-          f"\n{local_served.peek(process.err)[-4000:]}")
-    time.sleep(0.05)
-
-
 def run_kill_worker(workers: int, ps: int, epochs: int, seed: int,
                     batch_size: int, samples: int,
                     hold_after: int = 1) -> float:
@@ -121,7 +109,7 @@ def run_kill_worker(workers: int, ps: int, epochs: int, seed: int,
           CHIEF, [*args, "--checkpoint_dir", checkpoints, "--hold_dir", tmp],
           run_options=["--max-restarts", "1", "--checkpoint-dir",
                        checkpoints])
-      _wait_for_file(os.path.join(tmp, "hold"), chief)
+      local_served.wait_for_file(os.path.join(tmp, "hold"), chief, TIMEOUT)
       cluster.kill_server(*victim)
       print(f"killed /job:worker/task:{victim[1]} (SIGKILL) after epoch "
             f"{hold_after}", flush=True)

@@ -55,15 +55,21 @@ def start(argv, cwd, env):
                           text=True, start_new_session=True)
 
 
-def finish(process, who, timeout=TIMEOUT):
-  """The JSON line ``process`` printed last; fails the test, with its
-  stderr, if it failed or did not end within ``timeout``."""
+def communicate(process, who, timeout=TIMEOUT):
+  """``(stdout, stderr)`` of ``process`` once it ended; kills it and fails
+  the test if it did not end within ``timeout``."""
   try:
-    out, err = process.communicate(timeout=timeout)
+    return process.communicate(timeout=timeout)
   except subprocess.TimeoutExpired:
     process.kill()
     process.communicate()
     pytest.fail(f"{who} did not end within {timeout:g} s")
+
+
+def finish(process, who, timeout=TIMEOUT):
+  """The JSON line ``process`` printed last; fails the test, with its
+  stderr, if it failed or did not end within ``timeout``."""
+  out, err = communicate(process, who, timeout)
   assert process.returncode == 0, (
       f"{who} failed (exit {process.returncode}):\n{err[-6000:]}")
   return json.loads(out.strip().splitlines()[-1])

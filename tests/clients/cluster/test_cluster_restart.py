@@ -15,9 +15,7 @@ elsewhere).  Every wait is on an event (a hold file, a line of the
 supervisor), bounded.
 """
 import json
-import os
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -65,16 +63,6 @@ def uninterrupted(api, tmp_path):
   return final_weights(result)
 
 
-def wait_for_file(path, process, timeout):
-  deadline = time.monotonic() + timeout
-  while not os.path.exists(path):
-    if process.poll() is not None or time.monotonic() > deadline:
-      raise AssertionError(
-          f"{path} not written within {timeout} s (chief exit "
-          f"{process.poll()}):\n{local_served.peek(process.err)[-6000:]}")
-    time.sleep(0.05)
-
-
 def run_with_kills(api, tmp_path):
   checkpoints, holds = tmp_path / "checkpoints", tmp_path / "holds"
   holds.mkdir()
@@ -84,7 +72,7 @@ def run_with_kills(api, tmp_path):
         run_options=["--max-restarts", "2", "--checkpoint-dir",
                      str(checkpoints)])
     for n, (job, index) in enumerate(VICTIMS):
-      wait_for_file(holds / f"hold-{n}", chief, TIMEOUT)
+      local_served.wait_for_file(str(holds / f"hold-{n}"), chief, TIMEOUT)
       cluster.kill_server(job, index)
       (holds / f"release-{n}").touch()
       local_served.wait_for_text(

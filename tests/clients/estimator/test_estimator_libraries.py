@@ -103,12 +103,7 @@ def _own_tests(package, under):
 def _run_script(argv, who, timeout):
   process = estimator_support.start(argv, cwd=estimator_support.ROOT,
                                     env=estimator_support.environment())
-  try:
-    _, err = process.communicate(timeout=timeout)
-  except subprocess.TimeoutExpired:
-    process.kill()
-    process.communicate()
-    pytest.fail(f"{who} did not end within {timeout:g} s")
+  _, err = estimator_support.communicate(process, who, timeout)
   ran = re.findall(r"^Ran (\d+) tests? in", err, re.MULTILINE)
   return process.returncode, (int(ran[-1]) if ran else None), err
 
