@@ -18,7 +18,8 @@ each such crash is reported as a warning with its stacks.  A crash anywhere
 else fails at once.
 
 The programs of cluster.md and estimator.md need a cluster or Estimator and
-run in tests/test_cluster_v2.py and tests/test_estimator_programs.py.
+run in tests/clients/cluster/test_cluster_v2.py and
+tests/clients/estimator/test_estimator_programs.py.
 
 Also here: the test-only set-up the ``>>>`` examples need is hidden (in an
 HTML comment), is the same on every page, and is the one index.md shows.
@@ -40,8 +41,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 # Where a program's page says it printed its numbers.
 MEASURED_ON = "TensorFlow 2.21"
-RUN_ELSEWHERE = {"cluster.md": "tests/test_cluster_v2.py",
-                 "estimator.md": "tests/test_estimator_programs.py"}
+RUN_ELSEWHERE = {
+    "cluster.md": "tests/clients/cluster/test_cluster_v2.py",
+    "estimator.md": "tests/clients/estimator/test_estimator_programs.py"}
 TIMEOUT = 600  # seconds; the busiest run seen took 60 s
 ATTEMPTS = 3  # runs of a program TensorFlow's own strategy keeps crashing
 NUMBER = re.compile(r"-?\d+\.\d+")
