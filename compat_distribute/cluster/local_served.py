@@ -19,7 +19,7 @@ import os
 import subprocess
 import sys
 import time
-from typing import Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from compat_distribute.cluster import local
 
@@ -42,6 +42,32 @@ def peek(log: object) -> str:
     offset += len(chunk)
 
 
+def _wait_for(process: subprocess.Popen, ready: Callable[[], Any],
+              what: str, timeout: float, log: object) -> Any:
+  """Polls ``ready()`` until it gives something other than ``None`` and
+  returns that; asks once more after ``process`` ended (what it did just
+  before ending counts).
+
+  Raises:
+    TimeoutError: not within ``timeout`` seconds, or the process ended
+      first; naming ``what`` and the process, with the end of ``log``.
+  """
+  deadline = time.monotonic() + timeout
+  while True:
+    found = ready()
+    if found is not None:
+      return found
+    if process.poll() is not None or time.monotonic() > deadline:
+      found = ready()
+      if found is not None:
+        return found
+      raise TimeoutError(
+          f"{getattr(process, 'task', process.args)} did not write {what} "
+          f"within {timeout:g} s (exit {process.poll()}):\n"
+          f"{peek(log)[-6000:]}")
+    time.sleep(0.05)
+
+
 def wait_for_text(process: subprocess.Popen, text: str, timeout: float,
                   stream: str = "err") -> str:
   """Waits (bounded) until ``process`` (of ``local.start_process``) has
@@ -53,19 +79,12 @@ def wait_for_text(process: subprocess.Popen, text: str, timeout: float,
       first; with its output's end.
   """
   log = getattr(process, stream)
-  deadline = time.monotonic() + timeout
-  while True:
+
+  def written() -> Optional[str]:
     seen = peek(log)
-    if text in seen:
-      return seen
-    if process.poll() is not None or time.monotonic() > deadline:
-      seen = peek(log)
-      if text in seen:
-        return seen
-      raise TimeoutError(
-          f"{getattr(process, 'task', process.args)} did not write {text!r} "
-          f"within {timeout:g} s (exit {process.poll()}):\n{seen[-4000:]}")
-    time.sleep(0.05)
+    return seen if text in seen else None
+
+  return _wait_for(process, written, repr(text), timeout, log)
 
 
 def wait_for_file(path: str, process: subprocess.Popen, timeout: float) -> None:
@@ -76,14 +95,8 @@ def wait_for_file(path: str, process: subprocess.Popen, timeout: float) -> None:
     TimeoutError: not within ``timeout`` seconds, or the process ended
       first; with the end of its stderr.
   """
-  deadline = time.monotonic() + timeout
-  while not os.path.exists(path):
-    if process.poll() is not None or time.monotonic() > deadline:
-      raise TimeoutError(
-          f"{getattr(process, 'task', process.args)} did not write {path} "
-          f"within {timeout:g} s (exit {process.poll()}):\n"
-          f"{peek(process.err)[-6000:]}")  # type: ignore[attr-defined]
-    time.sleep(0.05)
+  _wait_for(process, lambda: True if os.path.exists(path) else None, path,
+            timeout, process.err)  # type: ignore[attr-defined]
 
 
 def collect(process: subprocess.Popen, timeout: float) -> local.TaskResult:
