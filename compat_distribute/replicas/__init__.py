@@ -7,6 +7,8 @@
 * ``threads``: several replicas, the per-replica loop of one run;
 * ``rendezvous``: where they meet at ``merge_call`` (lease, workers,
   requests, results), made by the first one;
+* ``own_thread``: a graph's replicas built on a thread of their own, as
+  TensorFlow's are;
 * ``workers``: the long-lived worker threads and their pool;
 * ``caller_state``: what a worker borrows from the calling thread;
 * ``context``: ``ReplicaContext``, what ``fn`` sees;

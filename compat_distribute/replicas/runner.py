@@ -5,14 +5,16 @@
 with the ``plan.Replicas`` that ``extended`` makes once, from its
 ``ReplicaPlan``):
 
-* Several replicas: ``threads.call_for_each_replica`` -- replica 0 on the
-  calling thread, the others there too until a ``merge_call`` moves them
-  to long-lived worker threads (see ``threads``); for a ``tf.function``,
+* Several replicas: ``threads.call_for_each_replica`` -- eagerly, replica
+  0 on the calling thread, the others there too until a ``merge_call``
+  moves them to long-lived worker threads; in a graph, that loop on a
+  replica thread (see ``threads``); for a ``tf.function``,
   through ``replicated_function``, which traces every replica into one.
 * One replica, for a strategy that runs it as it runs several
   (``plan.one_replica_like_many``; CentralStorage, as TensorFlow's):
   a ``tf.function`` is traced anew for the replica as for several;
-  any other ``fn`` runs on the calling thread in an ``OnlyReplicaContext``
+  any other ``fn`` runs in an ``OnlyReplicaContext`` -- eagerly on the
+  calling thread, in a graph on a replica thread (``own_thread``) --
   whose ``merge_fn`` runs under the caller's device, with the caller's
   summary state kept, and the result regrouped as several replicas' would
   be (lists and tuples come back plain).
@@ -38,6 +40,7 @@ import tensorflow as tf
 from compat_distribute import _tf_compat
 from compat_distribute import _tf_private
 from compat_distribute.replicas import caller_state
+from compat_distribute.replicas import own_thread
 from compat_distribute.replicas import replicated_function
 from compat_distribute.replicas import threads
 from compat_distribute.replicas.context import ReplicaContext
@@ -102,7 +105,13 @@ def _run_only_replica(plan: ReplicaPlan, fn: ReplicaFn, args: tuple,
     with first_replica_variable_scope():
       return run_one_replica(plan, replica_context, fn, args, kwargs)
 
-  result = caller_state.keeping_summary_state(run_replica)
+  if tf.executing_eagerly():
+    result = caller_state.keeping_summary_state(run_replica)
+  else:
+    graph = tf.compat.v1.get_default_graph()
+    graph.switch_to_thread_local()  # as threads._Run.start does
+    result = own_thread.call_on_replica_thread(
+        caller_state.CallerState(graph, eager=False), run_replica)
   if replica_context.merge_error is not None:  # caught by the replica fn
     raise replica_context.merge_error
   return values_lib.regroup([result])

@@ -8,9 +8,12 @@ variable, comes back unwrapped).
 
 How a run proceeds, and why it is cheap:
 
-* Replica 0 always runs on the calling thread.  If it returns without
-  calling ``merge_call``, replicas 1..N-1 also run on the calling thread,
-  one after the other: no thread hand-off at all.
+* Eagerly, replica 0 always runs on the calling thread.  If it returns
+  without calling ``merge_call``, replicas 1..N-1 also run on the calling
+  thread, one after the other: no thread hand-off at all.  While building
+  a graph (a v1 graph, a ``tf.function`` being traced), the same loop runs
+  on a replica thread instead (``own_thread``), so replicas see a thread's
+  fresh state, as TensorFlow's do.
 * The first time replica 0 calls ``merge_call``, replicas 1..N-1 move to
   long-lived worker threads, and meet at each ``merge_call``
   (``rendezvous``): ``merge_fn`` runs once, on the calling thread, with
@@ -50,6 +53,7 @@ from compat_distribute import _tf_private
 from compat_distribute.replicas import caller_state
 from compat_distribute.runtime import context
 from compat_distribute.replicas import errors as replica_errors
+from compat_distribute.replicas import own_thread
 from compat_distribute.variables import shared as replica_variables
 from compat_distribute.replicas import rendezvous as rendezvous_lib
 from compat_distribute.values import distributed as values_lib
@@ -83,7 +87,11 @@ def _run_to_end(run: "_Run") -> list[Nest]:
   path."""
   returned = False
   try:
-    results = run.execute_eagerly() if run.eager else run.execute_in_graph()
+    if run.eager:
+      results = run.execute_eagerly()
+    else:
+      results = own_thread.call_on_replica_thread(run.caller,
+                                                  run.execute_in_graph)
     returned = True
     return results
   except RuntimeError as e:
