@@ -1,14 +1,15 @@
 """Keras models turned into Estimators, and Keras in TF1 graphs, end where
 they end on native TensorFlow (issue 42).
 
-Each test runs one case of tests/fixtures/keras_estimator_programs.py
-under ``python -m compat_distribute run`` and natively, at the same time,
-and compares every per-step loss, evaluation metric, prediction, served
-output and checkpoint value (rtol 1e-5); where the native program raised,
-ours must raise the same class.  Natively is TensorFlow 2.15 with
-Estimator 2.15 (the oracle, support/estimator.py) on TensorFlow 2.16+,
-and this environment's own TensorFlow, with the Estimator it bundles, on
-2.12-2.15.
+tests/fixtures/keras_estimator_programs.py runs under ``python -m
+compat_distribute run`` and natively, at the same time (its Estimator
+cases in one pair of processes for the module, graph-mode Keras in
+another); each test compares one case's every per-step loss, evaluation
+metric, prediction, served output and checkpoint value (rtol 1e-5) and,
+where the native program raised, checks that ours raised the same class.
+Natively is TensorFlow 2.15 with Estimator 2.15 (the oracle,
+support/estimator.py) on TensorFlow 2.16+, and this environment's own
+TensorFlow, with the Estimator it bundles, on 2.12-2.15.
 
 With ``COMPAT_DISTRIBUTE_PARITY_RESULTS`` naming a folder, each test
 writes there one small JSON file, a list of ``{"case", "strategy", "tf",
@@ -32,18 +33,31 @@ pytestmark = [
 
 SCRIPT = "keras_estimator_programs.py"
 RESULTS_VARIABLE = "COMPAT_DISTRIBUTE_PARITY_RESULTS"
+ESTIMATOR_CASES = "strategies,losses,optimizers"
 
 
-def compare(case, tmp_path):
-  """Runs ``case`` both ways, asserts ours equals native case by case,
-  writes the parity rows; returns (ours, native) cases."""
-  ours, native = estimator_support.run_both(
-      SCRIPT, [case, "{dir}"], tmp_path,
+def run_cases(cases, tmp_path):
+  """(ours, native): what the fixture printed for ``cases`` each way."""
+  return estimator_support.run_both(
+      SCRIPT, [cases, "{dir}"], tmp_path,
       native=estimator_support.native_estimator_python())
-  assert sorted(ours["cases"]) == sorted(native["cases"])
+
+
+@pytest.fixture(scope="module")
+def estimator_runs(tmp_path_factory):
+  """The Estimator cases, run once for the module's tests."""
+  return run_cases(ESTIMATOR_CASES, tmp_path_factory.mktemp("keras_est"))
+
+
+def compare(case, runs):
+  """Asserts that ours equals native in ``case`` of ``runs`` (ours,
+  native), variant by variant, and writes its parity rows; returns (ours,
+  native) results of the case."""
+  ours, native = (run["cases"][case] for run in runs)
+  assert sorted(ours) == sorted(native)
   rows = []
-  for key, expected in native["cases"].items():
-    got = ours["cases"][key]
+  for key, expected in native.items():
+    got = ours[key]
     if "raises" in expected:
       # Ours may raise a subclass (compat_distribute.Error beside it).
       assert "raises" in got, f"{key}: native raised {expected['raises'][0]}"
@@ -54,22 +68,22 @@ def compare(case, tmp_path):
       estimator_support.assert_close(got, expected, key, skip=("strategy",))
     variant, strategy = key.split(" / ")
     rows.append({"case": f"keras_estimator {case}: {variant}",
-                 "strategy": strategy, "tf": ours["tf"],
-                 "native_tf": native["tf"],
+                 "strategy": strategy, "tf": runs[0]["tf"],
+                 "native_tf": runs[1]["tf"],
                  "outcome": "raises as native" if "raises" in expected
                  else "equal"})
   folder = os.environ.get(RESULTS_VARIABLE)
   if folder:
     os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, f"keras_estimator-{case}-{ours['tf']}.json")
-    with open(path, "w", encoding="utf-8") as f:
+    name = f"keras_estimator-{case}-{runs[0]['tf']}.json"
+    with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
       json.dump(rows, f, indent=1)
-  return ours["cases"], native["cases"]
+  return ours, native
 
 
 def test_issue_42_model_under_every_strategy_trains_exports_and_serves(
-    tmp_path):
-  ours, native = compare("strategies", tmp_path)
+    estimator_runs):
+  ours, native = compare("strategies", estimator_runs)
   assert sorted(native) == sorted(
       f"sgd / {s}" for s in ("none", "OneDevice v2", "OneDevice v1",
                              "CentralStorage v2", "CentralStorage v1"))
@@ -88,8 +102,9 @@ def test_issue_42_model_under_every_strategy_trains_exports_and_serves(
       native["sgd / CentralStorage v1"]["losses"], rel=1e-5)
 
 
-def test_loss_reductions_sample_weights_regularisers_and_metrics(tmp_path):
-  ours, native = compare("losses", tmp_path)
+def test_loss_reductions_sample_weights_regularisers_and_metrics(
+    estimator_runs):
+  ours, native = compare("losses", estimator_runs)
   assert "auc" in native["sum_over_batch_size metrics / CentralStorage v1"][
       "eval"]
   # Each case trained three steps, or raised natively where TensorFlow
@@ -104,8 +119,8 @@ def test_loss_reductions_sample_weights_regularisers_and_metrics(tmp_path):
              for v in ours.values())
 
 
-def test_each_optimizer_family_model_to_estimator_converts(tmp_path):
-  ours, native = compare("optimizers", tmp_path)
+def test_each_optimizer_family_model_to_estimator_converts(estimator_runs):
+  ours, native = compare("optimizers", estimator_runs)
   assert len(native) == 6 and not any("raises" in v for v in native.values())
   # The slots are in the compared checkpoints (Adam's m and v).
   assert any(name.endswith("/m/.ATTRIBUTES/VARIABLE_VALUE")
@@ -114,7 +129,7 @@ def test_each_optimizer_family_model_to_estimator_converts(tmp_path):
 
 
 def test_keras_in_v1_graphs_in_the_v1_strategies_scopes(tmp_path):
-  ours, native = compare("graph", tmp_path)
+  ours, native = compare("graph", run_cases("graph", tmp_path))
   assert sorted(native) == sorted(
       f"{form} / {strategy}"
       for form in ("fit", "fit layer add_loss", "total_loss session",
