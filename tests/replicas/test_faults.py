@@ -541,6 +541,45 @@ def test_thread_local_state_is_the_callers_and_the_pooled_workers():
   assert _thread_local_counts(ours, merge=True) == [[1, 1], [2, 2], [3, 3]]
 
 
+def _replicas_see_callers_thread_local(strategy, graph):
+  """Whether each replica of one run, in a graph or eagerly, reads what
+  the calling thread set in a threading.local."""
+  state = threading.local()
+  state.callers = True
+  seen = []
+
+  def fn():
+    seen.append(getattr(state, "callers", False))
+    return tf.constant(1.0)
+
+  if graph:
+    with tf.Graph().as_default():
+      strategy.run(fn)
+  else:
+    strategy.run(fn)
+  return seen
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_while_building_a_graph_replicas_do_not_run_on_the_callers_thread(
+    replicas):
+  # Issue 42's root cause: tf-keras' seed generator (set_random_seed) is a
+  # threading.local, and model_to_estimator clones its Keras model inside
+  # the replica, so a replica run on the caller's thread drew other initial
+  # weights than TensorFlow's, whose replicas run on threads of their own.
+  native = NativeCentralStorage(compute_devices(replicas))
+  ours = OursCentralStorage(compute_devices(replicas))
+  assert _replicas_see_callers_thread_local(native, graph=True) == (
+      [False] * replicas)
+  assert _replicas_see_callers_thread_local(ours, graph=True) == (
+      [False] * replicas)
+  # Eagerly, ours keeps the calling thread (docs/differences.md).
+  assert _replicas_see_callers_thread_local(native, graph=False) == (
+      [False] * replicas)
+  assert _replicas_see_callers_thread_local(ours, graph=False) == (
+      [True] * replicas)
+
+
 # -- errors -------------------------------------------------------------------
 
 def test_all_reduce_of_a_shared_ragged_tensor_names_the_rule():

@@ -39,6 +39,16 @@ def oracle_python():
   return path
 
 
+def native_estimator_python():
+  """The interpreter that runs a program natively: this one where
+  TensorFlow still bundles Estimator (2.12-2.15; ours then runs in the
+  same environment, under the runner), else the oracle (or skip)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  if tuple(int(p) for p in tf.__version__.split(".")[:2]) < (2, 16):
+    return sys.executable
+  return oracle_python()
+
+
 def environment(extra=None):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
   env.pop("TF_USE_LEGACY_KERAS", None)  # as a new user's shell has it
@@ -75,10 +85,11 @@ def finish(process, who, timeout=TIMEOUT):
   return json.loads(out.strip().splitlines()[-1])
 
 
-def run_both(script, args, tmp_path, env=None):
+def run_both(script, args, tmp_path, env=None, native=None):
   """(ours, native) results of ``script`` run with ``args`` (each in its
-  own folder under ``tmp_path``)."""
-  oracle = oracle_python()
+  own folder under ``tmp_path``); ``native``: the interpreter that runs it
+  natively (default: the oracle)."""
+  oracle = native or oracle_python()
   path = os.path.join(FIXTURES, script)
   processes = {}
   try:
