@@ -28,6 +28,7 @@ import tempfile
 import time
 from typing import Any, Optional, Sequence
 
+from compat_distribute.cluster import addresses
 from compat_distribute.cluster import lifetime
 
 LOOPBACK = "127.0.0.1"
@@ -76,16 +77,6 @@ def parse_shape(text: str) -> tuple[int, int]:
   return workers, ps
 
 
-def port_open(address: str, timeout: float = 0.2) -> bool:
-  """Whether something accepts TCP connections at ``host:port``."""
-  host, port = address.rsplit(":", 1)
-  try:
-    with socket.create_connection((host, int(port)), timeout=timeout):
-      return True
-  except OSError:
-    return False
-
-
 @dataclasses.dataclass
 class TaskResult:
   """How one worker's client program ended."""
@@ -125,16 +116,18 @@ def _server_main() -> None:
 
 
 def start_process(args: list[str], env_extra: dict[str, str],
-                  logs: list[Any]) -> subprocess.Popen:
-  """Starts ``args`` in a session of its own, its output in two temporary
-  files (``process.out``, ``process.err``, appended to ``logs`` to close)."""
+                  logs: list[Any], cwd: Optional[str] = None
+                  ) -> subprocess.Popen:
+  """Starts ``args`` in a session of its own (in folder ``cwd``, default
+  this process's), its output in two temporary files (``process.out``,
+  ``process.err``, appended to ``logs`` to close)."""
   env = dict(os.environ, **lifetime.child_environment(env_extra))
   env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   out = tempfile.TemporaryFile(mode="w+")
   err = tempfile.TemporaryFile(mode="w+")
   logs += [out, err]
   process = subprocess.Popen(args, env=env, stdout=out, stderr=err,
-                             stdin=subprocess.DEVNULL,
+                             stdin=subprocess.DEVNULL, cwd=cwd,
                              start_new_session=True)
   process.out, process.err = out, err  # type: ignore[attr-defined]
   return process
@@ -207,7 +200,7 @@ class LocalCluster:
               f"The server of /job:{key[0]}/task:{key[1]} ({address}) exited "
               f"with code {process.returncode} while starting:\n"
               f"{read_log(process.err)[-3000:]}")
-        if port_open(address):
+        if addresses.accepts(address):
           del pending[key]
       if pending and time.monotonic() > deadline:
         names = ", ".join(f"/job:{t}/task:{i}" for t, i in pending)

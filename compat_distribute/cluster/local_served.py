@@ -21,6 +21,7 @@ import sys
 import time
 from typing import Any, Callable, Optional, Sequence
 
+from compat_distribute.cluster import addresses
 from compat_distribute.cluster import local
 
 # The serve processes wait this long for the chief by default here.
@@ -125,7 +126,8 @@ class ServedCluster:
   def __init__(self, num_workers: int = 2, num_ps: int = 1,
                client_wait: float = CLIENT_WAIT,
                env: Optional[dict[str, str]] = None,
-               return_wait: float = RETURN_WAIT) -> None:
+               return_wait: float = RETURN_WAIT,
+               cwd: Optional[str] = None) -> None:
     self.num_workers, self.num_ps = num_workers, num_ps
     self.client_wait, self.return_wait = client_wait, return_wait
     ports = local.free_ports(1 + num_workers + num_ps)
@@ -134,6 +136,7 @@ class ServedCluster:
                     "worker": addresses[1:1 + num_workers],
                     "ps": addresses[1 + num_workers:]}
     self._env = dict(env or {})
+    self.cwd = cwd  # every process's folder (None: this process's)
     self._logs: list[object] = []
     self.servers: dict[tuple[str, int], subprocess.Popen] = {}
     self._chief: Optional[subprocess.Popen] = None
@@ -147,10 +150,11 @@ class ServedCluster:
     return local.tf_config(self.cluster, task_type, index)
 
   def _popen(self, args: list[str], task_type: str, index: int,
-             env: Optional[dict[str, str]] = None) -> subprocess.Popen:
+             env: Optional[dict[str, str]] = None,
+             cwd: Optional[str] = None) -> subprocess.Popen:
     extra = {**self._env, **(env or {}),
              "TF_CONFIG": self.tf_config(task_type, index)}
-    process = local.start_process(args, extra, self._logs)
+    process = local.start_process(args, extra, self._logs, cwd or self.cwd)
     process.task = f"/job:{task_type}/task:{index}"  # type: ignore[attr-defined]
     return process
 
@@ -178,7 +182,7 @@ class ServedCluster:
     deadline = time.monotonic() + 90
     for (task_type, index), process in self.servers.items():
       address = self.cluster[task_type][index]
-      while not local.port_open(address):
+      while not addresses.accepts(address):
         if process.poll() is not None or time.monotonic() > deadline:
           raise RuntimeError(
               f"serve for /job:{task_type}/task:{index} did not come up "
@@ -189,13 +193,15 @@ class ServedCluster:
   def start_chief(self, script: str, args: Sequence[str] = (),
                   env: Optional[dict[str, str]] = None,
                   installed: bool = True,
-                  run_options: Sequence[str] = ()) -> subprocess.Popen:
+                  run_options: Sequence[str] = (),
+                  cwd: Optional[str] = None) -> subprocess.Popen:
     """Starts ``python -m compat_distribute run [RUN_OPTIONS] SCRIPT ARGS``
-    as the chief (``installed=False``: ``python SCRIPT ARGS``)."""
+    as the chief (``installed=False``: ``python SCRIPT ARGS``), in folder
+    ``cwd`` (default: the cluster's)."""
     runner = (["-m", "compat_distribute", "run", *run_options]
               if installed else [])
     self._chief = self._popen([sys.executable, *runner, script, *args],
-                              "chief", 0, env)
+                              "chief", 0, env, cwd)
     return self._chief
 
   def collect(self, process: subprocess.Popen,

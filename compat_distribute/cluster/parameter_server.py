@@ -62,7 +62,6 @@ from compat_distribute.variables import central as variables_lib
 # The wait's default and its environment variable live in ``tasks`` (the TF2
 # cluster form uses them too); these names stay importable from here.
 DEFAULT_CLUSTER_WAIT = cluster_lib.DEFAULT_CLUSTER_WAIT
-NO_WAIT_WORDS = cluster_lib.NO_WAIT_WORDS
 parse_cluster_wait = cluster_lib.parse_cluster_wait
 _default_cluster_wait = cluster_lib.default_cluster_wait
 
