@@ -34,13 +34,15 @@ from compat_distribute.cluster import lifetime
 LOOPBACK = "127.0.0.1"
 
 
-def free_ports(count: int) -> list[int]:
-  """``count`` distinct TCP ports on 127.0.0.1 that were free just now."""
+def free_ports(count: int, host: str = LOOPBACK) -> list[int]:
+  """``count`` distinct TCP ports on ``host`` (127.0.0.1, or an IPv6
+  address such as ``::1``) that were free just now."""
   sockets = []
+  family = socket.AF_INET6 if ":" in host else socket.AF_INET
   try:
     for _ in range(count):
-      s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-      s.bind((LOOPBACK, 0))
+      s = socket.socket(family, socket.SOCK_STREAM)
+      s.bind((host, 0))
       sockets.append(s)
     return [s.getsockname()[1] for s in sockets]
   finally:
@@ -119,10 +121,13 @@ def start_process(args: list[str], env_extra: dict[str, str],
                   logs: list[Any], cwd: Optional[str] = None
                   ) -> subprocess.Popen:
   """Starts ``args`` in a session of its own (in folder ``cwd``, default
-  this process's), its output in two temporary files (``process.out``,
-  ``process.err``, appended to ``logs`` to close)."""
+  this process's; a variable of ``env_extra`` set to None is unset), its
+  output in two temporary files (``process.out``, ``process.err``,
+  appended to ``logs`` to close)."""
   env = dict(os.environ, **lifetime.child_environment(env_extra))
   env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  for name in [name for name, value in env_extra.items() if value is None]:
+    del env[name]  # None: unset for the process
   out = tempfile.TemporaryFile(mode="w+")
   err = tempfile.TemporaryFile(mode="w+")
   logs += [out, err]
