@@ -9,8 +9,10 @@
   bounded wait for tasks to be up.
 * (which ``ps`` task a new variable goes to: ``variables/placement.py``,
   where every strategy asks where its variables go).
-* ``parameter_server``: the v1 ``ParameterServerStrategy`` and its extended,
-  on the replica machinery of ``CentralStorageStrategy``; ``configured``:
+* ``parameter_server``: the v1 ``ParameterServerStrategy``, graph mode
+  only; ``parameter_server_extended``: its extended (cluster, task, the
+  wait, where variables go), on the replica machinery of
+  ``CentralStorageStrategy``; ``configured``:
   the checks of ``configure(cluster_spec=...)``.
 * ``central_storage``: the facades' ``CentralStorageStrategy`` classes,
   cluster-aware (TF2, remote eager); ``remote``: its client (which
