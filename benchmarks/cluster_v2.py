@@ -194,7 +194,8 @@ def cardinality_chief(steps: int, rounds: int) -> dict:
   x, y = _data()
   strategy = distribute.experimental.CentralStorageStrategy()
   with strategy.scope():
-    w = tf.Variable(tf.zeros([FEATURES, 1]))
+    w = tf.Variable(tf.zeros([FEATURES, 1]),
+                    aggregation=tf.VariableAggregation.SUM)
 
   @tf.function
   def step(batch):

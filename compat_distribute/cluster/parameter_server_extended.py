@@ -11,8 +11,13 @@ itself, graph mode only, is in ``parameter_server``.
 ...     tf.train.ClusterSpec({"worker": ["127.0.0.1:2222"],
 ...                           "ps": ["127.0.0.1:2224", "127.0.0.1:2225"]}),
 ...     task_type="worker", task_id=0)
->>> extended = ParameterServerExtended(None, resolver)
->>> extended.parameter_devices, extended.should_checkpoint
+>>> from compat_distribute import v1 as distribute
+>>> with tf.Graph().as_default():
+...   extended = distribute.experimental.ParameterServerStrategy(
+...       resolver).extended
+>>> type(extended) is ParameterServerExtended
+True
+>>> extended.parameter_devices, extended.should_checkpoint  # no chief: 0 is
 (('/job:ps/task:0', '/job:ps/task:1'), True)
 """
 from __future__ import annotations
