@@ -15,16 +15,12 @@ tasks, through TensorFlow's remote eager execution
   task -- ``chief`` in ``TF_CONFIG``'s cluster (connecting under TensorFlow's
   default job name, ``localhost``, would wait for ever);
 * ``tell_servers_done``: at exit, each task's ``serve`` is told the job is
-  done: the client runs ``tf.io.write_file`` of that task's ``folders.done_file``
-  (a relative name) on that task, through TensorFlow's runtime, and the
-  file appears in the folder ``serve`` runs in, which removes it.  (A
-  queue or variable by shared name would not do: TensorFlow gives each
-  remote eager client resources of its own, which a ``Session`` on the
-  server cannot see.)
-* ``folders.folders_elsewhere``: at connect, which ps tasks resolve a relative path
-  in another folder than the client's (a ps writes its own part of every
-  checkpoint, so a relative checkpoint folder means that task's folder
-  there); connecting warns, naming them and the fix.
+  done: the client writes that task's ``folders.done_file`` on it (an op
+  run there, so into the folder ``serve`` runs in).  (A queue or variable
+  by shared name would not do: TensorFlow gives each remote eager client
+  resources of its own, which a ``Session`` on the server cannot see.)
+  Connecting warns of ps tasks that resolve relative paths elsewhere
+  (``folders.warn_of_folders``).
 * ``explain``: the error an uncaught TensorFlow error becomes when a task
   was lost (``failures.TaskLostError``, naming it; ``failures`` watches the
   tasks from ``connect`` on).
