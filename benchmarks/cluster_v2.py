@@ -7,6 +7,17 @@ Usage::
     python benchmarks/cluster_v2.py            # 1ps x 2w, 2ps x 2w, 1ps x 4w
     python benchmarks/cluster_v2.py --quick    # fewer steps
     python benchmarks/cluster_v2.py --restart  # the cost of a restart
+    python benchmarks/cluster_v2.py --cardinality  # unknown-length input
+
+``--cardinality``: on a 1 ps x 2 workers cluster, the chief runs the
+training step (a ``tf.function`` taking the batch) from an eager loop,
+``next(iterator)`` on the distributed dataset outside the function, over
+the same input with a known cardinality (``repeat``) and with an unknown
+one (the same, through ``filter``, which keeps every element).  Over
+unknown-length input the eager ``next`` must first learn from the workers
+whether a batch is there (a round trip) before it hands the batch out;
+printed: median ms/step of each, taking turns, and the difference -- the
+cost of that round trip per step.
 
 ``--restart``: on a 1 ps x 2 workers cluster, a custom loop
 (``tf.train.CheckpointManager`` every ``SAVE_EVERY`` steps) runs with its
@@ -175,6 +186,64 @@ def measure_shape(ps: int, workers: int, steps: int, rounds: int) -> dict:
   return out
 
 
+def cardinality_chief(steps: int, rounds: int) -> dict:
+  """The ``--cardinality`` chief: ms/step of an eager loop over input of
+  known and of unknown cardinality."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from compat_distribute import v2 as distribute  # pylint: disable=g-import-not-at-top
+  x, y = _data()
+  strategy = distribute.experimental.CentralStorageStrategy()
+  with strategy.scope():
+    w = tf.Variable(tf.zeros([FEATURES, 1]),
+                    aggregation=tf.VariableAggregation.SUM)
+
+  @tf.function
+  def step(batch):
+    def fn(features, labels):
+      with tf.GradientTape() as tape:
+        loss = tf.reduce_sum((features @ w - labels) ** 2) / GLOBAL_BATCH
+      w.assign_sub(0.001 * tape.gradient(loss, w))
+      return loss
+    return strategy.reduce("SUM", strategy.run(fn, args=batch), axis=None)
+
+  known = _dataset(x, y)
+  unknown = known.filter(lambda features, labels: True)
+  assert int(unknown.cardinality()) == int(tf.data.UNKNOWN_CARDINALITY)
+  iterators = {"known": iter(strategy.experimental_distribute_dataset(known)),
+               "unknown": iter(strategy.experimental_distribute_dataset(
+                   unknown))}
+
+  def run(name: str, n: int) -> float:
+    iterator = iterators[name]
+    start = time.perf_counter()
+    for _ in range(n):
+      loss = step(next(iterator))
+    float(loss)
+    return (time.perf_counter() - start) / n * 1000.0
+
+  times: dict[str, list[float]] = {name: [] for name in iterators}
+  for name in iterators:
+    run(name, 5)  # trace and warm up
+  for r in range(rounds):
+    for name in (["known", "unknown"] if r % 2 else ["unknown", "known"]):
+      times[name].append(run(name, steps))
+  return {name: statistics.median(t) for name, t in times.items()}
+
+
+def measure_cardinality(steps: int, rounds: int) -> dict:
+  """One ``--cardinality`` run on a 1 ps x 2 workers served cluster."""
+  from compat_distribute.cluster import local_served  # pylint: disable=g-import-not-at-top
+  with local_served.ServedCluster(2, 1, client_wait=600) as cluster:
+    result = cluster.run_chief(
+        os.path.abspath(__file__),
+        ["--cardinality-chief", "--steps", str(steps), "--rounds",
+         str(rounds)], timeout=1200, installed=False)
+    cluster.wait_servers(timeout=60)
+  if result.returncode != 0:
+    raise RuntimeError(f"chief failed:\n{result.stderr[-4000:]}")
+  return result.json()
+
+
 SAVE_EVERY, KILL_AFTER, RESTART_STEPS = 50, 120, 300
 
 
@@ -259,6 +328,9 @@ def main() -> int:
   parser.add_argument("--restart", action="store_true")
   parser.add_argument("--runs", type=int, default=3)
   parser.add_argument("--restart-chief", help=argparse.SUPPRESS)
+  parser.add_argument("--cardinality", action="store_true")
+  parser.add_argument("--cardinality-chief", action="store_true",
+                      help=argparse.SUPPRESS)
   args = parser.parse_args()
   if args.restart_chief:
     restart_chief(args.restart_chief)
@@ -279,6 +351,20 @@ def main() -> int:
     return 0
   steps = args.steps or (10 if args.quick else 30)
   rounds = args.rounds or (3 if args.quick else 7)
+  if args.cardinality_chief:
+    print(json.dumps(cardinality_chief(steps, rounds)))
+    return 0
+  if args.cardinality:
+    r = measure_cardinality(steps, rounds)
+    print(f"{time.strftime('%Y-%m-%d')}, TensorFlow "
+          f"{__import__('tensorflow').__version__}, 1 ps x 2 workers, eager "
+          f"loop, {steps} steps x {rounds} rounds; ms/step (median of "
+          "rounds)")
+    print("| input | known cardinality | unknown cardinality | difference |")
+    print("| --- | --- | --- | --- |")
+    print(f"| ms/step | {r['known']:.2f} | {r['unknown']:.2f} | "
+          f"{r['unknown'] - r['known']:.2f} |", flush=True)
+    return 0
   if args.chief:
     print(json.dumps(chief(steps, rounds)))
     return 0

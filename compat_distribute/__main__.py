@@ -29,6 +29,7 @@ import sys
 import traceback
 from typing import Optional, Sequence
 
+from compat_distribute.cluster import addresses
 from compat_distribute.cluster import lifetime
 from compat_distribute.cluster import supervisor
 
@@ -159,21 +160,30 @@ def run_script(script: str, args: Sequence[str] = ()) -> int:
 # run's options: flag -> (type, what a value must be).
 _RUN_FLAGS = {
     "--max-restarts": (int, "a number of restarts, 0 or more"),
-    "--task-wait": (float, "a number of seconds above 0"),
+    "--task-wait": (float, "a number of seconds (addresses.parse_seconds)"),
     "--checkpoint-dir": (str, "a folder"),
 }
+_RUN_EXAMPLE = "e.g. run --max-restarts 3 --task-wait 60 train.py"
 
 
 def _run_value(flag: str, text: str) -> object:
+  if flag == "--task-wait":
+    if not text.strip():
+      raise ValueError(f"run {flag} needs a value")
+    try:
+      return addresses.parse_seconds(text, f"run {flag}",
+                                     supervisor.DEFAULT_TASK_WAIT,
+                                     above_zero=True)
+    except ValueError as e:
+      raise ValueError(f"{e} ({_RUN_EXAMPLE})") from e
   kind, rule = _RUN_FLAGS[flag]
   try:
     value = kind(text)
   except ValueError:
     value = None
-  if (value is None or (flag == "--max-restarts" and value < 0) or
-      (flag == "--task-wait" and not value > 0) or value == ""):
-    raise ValueError(f"run {flag} must be {rule}, got {text!r}; e.g. run "
-                     "--max-restarts 3 --task-wait 60 train.py")
+  if value is None or (flag == "--max-restarts" and value < 0) or value == "":
+    raise ValueError(f"run {flag} must be {rule}, got {text!r}; "
+                     f"{_RUN_EXAMPLE}")
   return value
 
 

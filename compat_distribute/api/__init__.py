@@ -8,6 +8,8 @@
 * ``extended``: the base ``StrategyExtended`` (abstract hooks, shared
   defaults);
 * ``extended_v1``: the v1-only part of ``strategy.extended``;
+* ``configuration``: ``update_config_proto``, ``configure`` (and its
+  cluster hook), deep and shallow copies, both generations;
 * ``session_config``: the ``ConfigProto`` a strategy asks a session for;
 * ``errors``: errors for bad arguments to ``strategy.extended``.
 """

@@ -1,15 +1,33 @@
 """Past one machine: the cluster strategy family.
 
+* ``addresses``: task addresses (``host:port``, ``[IPv6]:port``), the one
+  "does this address accept connections" check and the one reader of a
+  number of seconds; imports no TensorFlow (the supervisor and ``serve``
+  use it before TensorFlow starts).
 * ``tasks``: the cluster and this task, from ``TF_CONFIG`` or a cluster
   resolver (checked, with errors that show the value and the fix), and a
   bounded wait for tasks to be up.
 * (which ``ps`` task a new variable goes to: ``variables/placement.py``,
   where every strategy asks where its variables go).
-* ``parameter_server``: the v1 ``ParameterServerStrategy`` and its extended,
-  on the replica machinery of ``CentralStorageStrategy``.
+* ``parameter_server``: the v1 ``ParameterServerStrategy``, graph mode
+  only; ``parameter_server_extended``: its extended (cluster, task, the
+  wait, where variables go), on the replica machinery of
+  ``CentralStorageStrategy``; ``configured``:
+  the checks of ``configure(cluster_spec=...)``.
+* ``central_storage``: the facades' ``CentralStorageStrategy`` classes,
+  cluster-aware (TF2, remote eager); ``remote``: its client (which
+  cluster, connecting, telling the tasks the job is done); ``reachability``:
+  the tasks' first exchange at connect; ``failures``: the watchdog and
+  ``TaskLostError``; ``folders``: where relative paths land on a ps, and
+  the file that tells ``serve`` the job is done.
+* ``serve``: ``python -m compat_distribute serve``, every worker and ps
+  task's program; ``supervisor``: ``run --max-restarts``; ``lifetime``:
+  task processes that end with the process that started them.
 * ``local``: ``LocalCluster``, TensorFlow server processes on 127.0.0.1 for
   tests and the demo (``compat_distribute.demo.cluster``: ``python -m
-  compat_distribute demo --cluster WxP``).
+  compat_distribute demo --cluster WxP``); ``local_served``:
+  ``ServedCluster``, a TF2 served cluster on this machine for tests, the
+  demo and the benchmarks.  Production code does not import them.
 
 The transport is TensorFlow's own distributed runtime (``tf.distribute.Server``,
 gRPC); nothing here carries tensors.

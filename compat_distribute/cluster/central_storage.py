@@ -57,7 +57,7 @@ import tensorflow as tf
 from compat_distribute.api import strategy as strategy_lib
 from compat_distribute.api import strategy_v1
 from compat_distribute.cluster import configured as configured_lib
-from compat_distribute.cluster import parameter_server
+from compat_distribute.cluster import parameter_server_extended as ps_extended
 from compat_distribute.cluster import remote
 from compat_distribute.cluster import tasks
 from compat_distribute.input import InputWorkers
@@ -163,10 +163,10 @@ class ClusterMethods:
   def _with_same_configuration(self) -> StrategyLike:
     extended = self.extended
     client = getattr(extended, "_cluster_client", None)
-    if isinstance(extended, parameter_server.ParameterServerExtended):
+    if isinstance(extended, ps_extended.ParameterServerExtended):
       copied = type(self).__new__(type(self))
       super(central_storage.CentralStorageMethods, copied).__init__(
-          parameter_server.copy_extended(extended, copied))
+          ps_extended.copy_extended(extended, copied))
       return copied
     if client is None:
       return super()._with_same_configuration()
@@ -181,7 +181,7 @@ class ClusterMethods:
                          task_id: configured_lib.TaskId) -> None:
     """``configure`` with a cluster that has a ``ps`` job: this task's part
     of between-graph parameter-server training, as TensorFlow's (the
-    v1 ``ParameterServerStrategy``'s extended, ``cluster.parameter_server``).
+    v1 ``ParameterServerStrategy``'s extended, ``cluster.parameter_server_extended``).
     Refused for a strategy that runs on a cluster of its own
     (``cluster_resolver=``) or was given ``compute_devices``."""
     if configured_lib.cluster_spec_of(cluster_spec) is None:
@@ -195,7 +195,7 @@ class ClusterMethods:
           f"another ({cluster_spec!r}). Make the strategy without "
           "cluster_resolver for a program that TensorFlow's distribute "
           "coordinator configures (Estimator's train_and_evaluate).")
-    if isinstance(extended, parameter_server.ParameterServerExtended):
+    if isinstance(extended, ps_extended.ParameterServerExtended):
       num_gpus = extended._task_info.num_gpus  # pylint: disable=protected-access
       wait = extended.cluster_wait_timeout
     elif extended._picks_devices:  # pylint: disable=protected-access
@@ -208,7 +208,7 @@ class ClusterMethods:
           f"cannot be configured for a cluster ({cluster_spec!r}): there its "
           "replicas are each task's own devices. Make it without "
           f"compute_devices ({name}()) for a program on a cluster.")
-    self._extended = parameter_server.configure_extended(
+    self._extended = ps_extended.configure_extended(
         self, cluster_spec, task_type, task_id, num_gpus, wait)
 
   @property
@@ -219,7 +219,7 @@ class ClusterMethods:
     return None if client is None else client.resolver_or_new()
 
   def __repr__(self) -> str:
-    if isinstance(self.extended, parameter_server.ParameterServerExtended):
+    if isinstance(self.extended, ps_extended.ParameterServerExtended):
       return f"{type(self).__name__}({self.extended.describe()})"
     client = getattr(self.extended, "_cluster_client", None)
     if client is None:

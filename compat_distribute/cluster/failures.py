@@ -54,7 +54,7 @@ from typing import Callable, Optional, Sequence
 
 import tensorflow as tf
 
-from compat_distribute.cluster import tasks
+from compat_distribute.cluster import addresses
 from compat_distribute.runtime import logs
 from compat_distribute.runtime.errors import Error
 
@@ -79,7 +79,7 @@ _SETTINGS = 4
 
 def parse_task_timeout(text: str) -> Optional[float]:
   """A value of ``COMPAT_DISTRIBUTE_TASK_TIMEOUT``: seconds above 0, or a
-  word of ``tasks.NO_WAIT_WORDS`` for no watchdog (None); empty:
+  word of ``addresses.NO_WAIT_WORDS`` for no watchdog (None); empty:
   ``DEFAULT_TASK_TIMEOUT``.
 
   >>> parse_task_timeout("0")
@@ -87,8 +87,9 @@ def parse_task_timeout(text: str) -> Optional[float]:
   ...
   ValueError: COMPAT_DISTRIBUTE_TASK_TIMEOUT must be a number of seconds above 0 or one of none, off, no, never (no watchdog), got '0'. Set it to e.g. 60 or none, or unset it for 30.
   """
-  return tasks.parse_seconds(text, TASK_TIMEOUT_VARIABLE, DEFAULT_TASK_TIMEOUT,
-                             "no watchdog", above_zero=True)
+  return addresses.parse_seconds(text, TASK_TIMEOUT_VARIABLE,
+                                 DEFAULT_TASK_TIMEOUT, "no watchdog",
+                                 above_zero=True)
 
 
 def default_task_timeout() -> Optional[float]:

@@ -28,18 +28,21 @@ import tempfile
 import time
 from typing import Any, Optional, Sequence
 
+from compat_distribute.cluster import addresses
 from compat_distribute.cluster import lifetime
 
 LOOPBACK = "127.0.0.1"
 
 
-def free_ports(count: int) -> list[int]:
-  """``count`` distinct TCP ports on 127.0.0.1 that were free just now."""
+def free_ports(count: int, host: str = LOOPBACK) -> list[int]:
+  """``count`` distinct TCP ports on ``host`` (127.0.0.1, or an IPv6
+  address such as ``::1``) that were free just now."""
   sockets = []
+  family = socket.AF_INET6 if ":" in host else socket.AF_INET
   try:
     for _ in range(count):
-      s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-      s.bind((LOOPBACK, 0))
+      s = socket.socket(family, socket.SOCK_STREAM)
+      s.bind((host, 0))
       sockets.append(s)
     return [s.getsockname()[1] for s in sockets]
   finally:
@@ -74,16 +77,6 @@ def parse_shape(text: str) -> tuple[int, int]:
         f"A cluster shape is WxP with at least one worker and one parameter "
         f"server, got {text!r}. Write e.g. 2x1 (2 workers, 1 ps).")
   return workers, ps
-
-
-def port_open(address: str, timeout: float = 0.2) -> bool:
-  """Whether something accepts TCP connections at ``host:port``."""
-  host, port = address.rsplit(":", 1)
-  try:
-    with socket.create_connection((host, int(port)), timeout=timeout):
-      return True
-  except OSError:
-    return False
 
 
 @dataclasses.dataclass
@@ -125,16 +118,21 @@ def _server_main() -> None:
 
 
 def start_process(args: list[str], env_extra: dict[str, str],
-                  logs: list[Any]) -> subprocess.Popen:
-  """Starts ``args`` in a session of its own, its output in two temporary
-  files (``process.out``, ``process.err``, appended to ``logs`` to close)."""
+                  logs: list[Any], cwd: Optional[str] = None
+                  ) -> subprocess.Popen:
+  """Starts ``args`` in a session of its own (in folder ``cwd``, default
+  this process's; a variable of ``env_extra`` set to None is unset), its
+  output in two temporary files (``process.out``, ``process.err``,
+  appended to ``logs`` to close)."""
   env = dict(os.environ, **lifetime.child_environment(env_extra))
   env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  for name in [name for name, value in env_extra.items() if value is None]:
+    del env[name]  # None: unset for the process
   out = tempfile.TemporaryFile(mode="w+")
   err = tempfile.TemporaryFile(mode="w+")
   logs += [out, err]
   process = subprocess.Popen(args, env=env, stdout=out, stderr=err,
-                             stdin=subprocess.DEVNULL,
+                             stdin=subprocess.DEVNULL, cwd=cwd,
                              start_new_session=True)
   process.out, process.err = out, err  # type: ignore[attr-defined]
   return process
@@ -207,7 +205,7 @@ class LocalCluster:
               f"The server of /job:{key[0]}/task:{key[1]} ({address}) exited "
               f"with code {process.returncode} while starting:\n"
               f"{read_log(process.err)[-3000:]}")
-        if port_open(address):
+        if addresses.accepts(address):
           del pending[key]
       if pending and time.monotonic() > deadline:
         names = ", ".join(f"/job:{t}/task:{i}" for t, i in pending)

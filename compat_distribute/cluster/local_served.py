@@ -21,6 +21,7 @@ import sys
 import time
 from typing import Any, Callable, Optional, Sequence
 
+from compat_distribute.cluster import addresses
 from compat_distribute.cluster import local
 
 # The serve processes wait this long for the chief by default here.
@@ -125,15 +126,19 @@ class ServedCluster:
   def __init__(self, num_workers: int = 2, num_ps: int = 1,
                client_wait: float = CLIENT_WAIT,
                env: Optional[dict[str, str]] = None,
-               return_wait: float = RETURN_WAIT) -> None:
+               return_wait: float = RETURN_WAIT,
+               cwd: Optional[str] = None,
+               host: str = local.LOOPBACK) -> None:
     self.num_workers, self.num_ps = num_workers, num_ps
     self.client_wait, self.return_wait = client_wait, return_wait
-    ports = local.free_ports(1 + num_workers + num_ps)
-    addresses = [f"{local.LOOPBACK}:{p}" for p in ports]
-    self.cluster = {"chief": addresses[:1],
-                    "worker": addresses[1:1 + num_workers],
-                    "ps": addresses[1 + num_workers:]}
+    ports = local.free_ports(1 + num_workers + num_ps, host)
+    bracketed = f"[{host}]" if ":" in host else host
+    addresses = [f"{bracketed}:{p}" for p in ports]
+    self.cluster: dict[str, list[str]] = {
+        "chief": addresses[:1], "worker": addresses[1:1 + num_workers],
+        "ps": addresses[1 + num_workers:]}
     self._env = dict(env or {})
+    self.cwd = cwd  # every process's folder (None: this process's)
     self._logs: list[object] = []
     self.servers: dict[tuple[str, int], subprocess.Popen] = {}
     self._chief: Optional[subprocess.Popen] = None
@@ -147,21 +152,25 @@ class ServedCluster:
     return local.tf_config(self.cluster, task_type, index)
 
   def _popen(self, args: list[str], task_type: str, index: int,
-             env: Optional[dict[str, str]] = None) -> subprocess.Popen:
+             env: Optional[dict[str, Optional[str]]] = None,
+             cwd: Optional[str] = None) -> subprocess.Popen:
     extra = {**self._env, **(env or {}),
              "TF_CONFIG": self.tf_config(task_type, index)}
-    process = local.start_process(args, extra, self._logs)
+    process = local.start_process(args, extra, self._logs, cwd or self.cwd)
     process.task = f"/job:{task_type}/task:{index}"  # type: ignore[attr-defined]
     return process
 
-  def start_server(self, task_type: str, index: int) -> subprocess.Popen:
-    """Starts ``serve`` for one task (not waiting for it); a task started
-    before is replaced (its old process must have ended: see
-    ``kill_server``)."""
+  def start_server(self, task_type: str, index: int,
+                   env: Optional[dict[str, Optional[str]]] = None
+                   ) -> subprocess.Popen:
+    """Starts ``serve`` for one task (not waiting for it; ``env``: more
+    environment for it); a task started before is replaced (its old
+    process must have ended: see ``kill_server``)."""
     process = self._popen(
         [sys.executable, "-m", "compat_distribute", "serve",
          "--client-wait", f"{self.client_wait:g}",
-         "--chief-return-wait", f"{self.return_wait:g}"], task_type, index)
+         "--chief-return-wait", f"{self.return_wait:g}"], task_type, index,
+        env)
     old = self.servers.get((task_type, index))
     if old is not None:
       self._ended.append(old)
@@ -175,10 +184,18 @@ class ServedCluster:
       for index in range(len(self.cluster[task_type])):
         if (task_type, index) not in skip:
           self.start_server(task_type, index)
+    return self.wait_ready()
+
+  def wait_ready(self) -> "ServedCluster":
+    """Waits (bounded) until every started ``serve`` accepts connections.
+
+    Raises:
+      RuntimeError: one ended, or is not up within 90 s, with its output.
+    """
     deadline = time.monotonic() + 90
     for (task_type, index), process in self.servers.items():
       address = self.cluster[task_type][index]
-      while not local.port_open(address):
+      while not addresses.accepts(address):
         if process.poll() is not None or time.monotonic() > deadline:
           raise RuntimeError(
               f"serve for /job:{task_type}/task:{index} did not come up "
@@ -189,13 +206,15 @@ class ServedCluster:
   def start_chief(self, script: str, args: Sequence[str] = (),
                   env: Optional[dict[str, str]] = None,
                   installed: bool = True,
-                  run_options: Sequence[str] = ()) -> subprocess.Popen:
+                  run_options: Sequence[str] = (),
+                  cwd: Optional[str] = None) -> subprocess.Popen:
     """Starts ``python -m compat_distribute run [RUN_OPTIONS] SCRIPT ARGS``
-    as the chief (``installed=False``: ``python SCRIPT ARGS``)."""
+    as the chief (``installed=False``: ``python SCRIPT ARGS``), in folder
+    ``cwd`` (default: the cluster's)."""
     runner = (["-m", "compat_distribute", "run", *run_options]
               if installed else [])
     self._chief = self._popen([sys.executable, *runner, script, *args],
-                              "chief", 0, env)
+                              "chief", 0, env, cwd)
     return self._chief
 
   def collect(self, process: subprocess.Popen,

@@ -15,11 +15,12 @@ tasks, through TensorFlow's remote eager execution
   task -- ``chief`` in ``TF_CONFIG``'s cluster (connecting under TensorFlow's
   default job name, ``localhost``, would wait for ever);
 * ``tell_servers_done``: at exit, each task's ``serve`` is told the job is
-  done: the client runs ``tf.io.write_file(DONE_FILE)`` on that task,
-  through TensorFlow's runtime, and the file appears in the working folder
-  ``serve`` made for itself.  (A queue or variable by shared name would not
-  do: TensorFlow gives each remote eager client resources of its own,
-  which a ``Session`` on the server cannot see.)
+  done: the client writes that task's ``folders.done_file`` on it (an op
+  run there, so into the folder ``serve`` runs in).  (A queue or variable
+  by shared name would not do: TensorFlow gives each remote eager client
+  resources of its own, which a ``Session`` on the server cannot see.)
+  Connecting warns of ps tasks that resolve relative paths elsewhere
+  (``folders.warn_of_folders``).
 * ``explain``: the error an uncaught TensorFlow error becomes when a task
   was lost (``failures.TaskLostError``, naming it; ``failures`` watches the
   tasks from ``connect`` on).
@@ -29,7 +30,7 @@ Every wait of the client on its tasks is bounded:
 * before connecting, for every task to accept connections: at most
   ``COMPAT_DISTRIBUTE_CLUSTER_WAIT`` seconds (default 300), then
   ``TaskUnavailableError``;
-* connecting, for every task to reach every other (``reachability``): the
+* connecting, for the tasks to reach one another (``reachability``): the
   same bound (``REACHABLE_WAIT``, 60 s, when there is none), then the
   ``UnavailableError``;
 * connecting, and every op on a task (a training step, a variable read,
@@ -65,7 +66,9 @@ from typing import Optional, Union
 
 import tensorflow as tf
 
+from compat_distribute.cluster import addresses
 from compat_distribute.cluster import failures
+from compat_distribute.cluster import folders
 from compat_distribute.cluster import reachability
 from compat_distribute.cluster import tasks
 from compat_distribute.runtime import devices
@@ -77,9 +80,6 @@ ClusterDict = dict[str, Union[list[str], dict[str, str]]]
 
 CLIENT_JOB = "chief"
 SERVED_JOBS = ("worker", "ps")
-# The file the client writes, relative to the working folder of each served
-# task's process, when its job is done (``cluster.serve`` watches for it).
-DONE_FILE = "compat_distribute_client_done"
 # How long the client waits at exit for the servers to take the message
 # (all at once, in parallel).
 SAY_DONE_TIMEOUT = 10.0
@@ -287,9 +287,10 @@ def connect(client: ClusterClient, timeout: Optional[float],
       attempts = reachability.wait_until_reachable(
           client.served_tasks,
           REACHABLE_WAIT if timeout is None else float(timeout),
-          lambda: bool(_watchdog is not None and _watchdog.lost))
+          lambda: bool(_watchdog is not None and _watchdog.lost),
+          client=(client.job, client.task))
       if attempts > 1:
-        logs.logger().info("every cluster task reaches every other after "
+        logs.logger().info("the cluster's tasks reach one another after "
                            "%d attempts", attempts)
     except tf.errors.OpError as e:
       named = explain(e)
@@ -298,6 +299,7 @@ def connect(client: ClusterClient, timeout: Optional[float],
       if named is e:
         raise
       raise named from e
+    folders.warn_of_folders(client.cluster)
     devices.set_eager_task(client.job, client.task)
     _connected = client
     atexit.register(tell_servers_done)
@@ -338,9 +340,11 @@ def worker_devices(client: ClusterClient
   return tuple(groups)
 
 
-def _say_done(job: str, index: int) -> None:
+def _say_done(client: ClusterClient, job: str, index: int) -> None:
   with tf.device(f"/job:{job}/replica:0/task:{index}/device:CPU:0"):
-    tf.io.write_file(DONE_FILE, "done")
+    tf.io.write_file(
+        folders.done_file(job, index,
+                          client.spec.task_address(job, index)), "done")
 
 
 def tell_servers_done(timeout: float = SAY_DONE_TIMEOUT) -> list[str]:
@@ -359,10 +363,10 @@ def tell_servers_done(timeout: float = SAY_DONE_TIMEOUT) -> list[str]:
   told: list[str] = []
 
   def say(job: str, index: int) -> None:
-    if not tasks.accepts(client.spec.task_address(job, index)):
+    if not addresses.accepts(client.spec.task_address(job, index)):
       return
     try:
-      _say_done(job, index)
+      _say_done(client, job, index)
       told.append(f"/job:{job}/task:{index}")
     except (tf.errors.OpError, RuntimeError) as e:
       logs.logger().warning("could not tell /job:%s/task:%d the job is "

@@ -6,9 +6,11 @@ the cluster must have ``chief``, ``worker`` and ``ps`` jobs), starts this
 task's ``tf.distribute.Server``, prints its address, and serves the client
 -- the ``chief``, which runs the training program -- until one of:
 
-* the client says its job is done (at its exit it writes a file into the
-  working folder this process made for itself, by an op it runs on this
-  task through TensorFlow's runtime; ``cluster.remote``): exit status 0;
+* the client says its job is done (at its exit it writes a file named
+  after this task, ``folders.done_file``, by an op it runs on this task
+  through TensorFlow's runtime, so into the folder this process was
+  started in; this process removes it at once, and at its start removes
+  one a killed ``serve`` of the same task left): exit status 0;
 * the client came and is gone without saying so (its address stops
   accepting connections: it crashed, was killed, or ended because another
   task was lost and will be started again by ``run --max-restarts`` or a
@@ -25,6 +27,16 @@ value and the fix and exits with status 2.  The server is TensorFlow's gRPC
 service, which answers anyone who reaches its port, unauthenticated, on
 every interface: it says so when it starts.
 
+``serve`` stays in the folder it was started in, as TensorFlow's own
+server processes do, and creates nothing anywhere else (no temporary
+folder): a relative path the chief's program hands to an op that runs on
+this task -- a ps writes its own part of every checkpoint -- is resolved
+in that folder.  Its output is its own lines (its address and folder, the
+chief it waits for, the chief's coming and going, its end and exit
+status); TensorFlow's INFO lines (its session options among them) show
+only when ``TF_CPP_MIN_LOG_LEVEL`` is set to 0 (``serve`` sets 1, warnings
+and errors, when it is unset).
+
 >>> check_serve_config('{"cluster": {"chief": ["a:1"], "worker": ["b:1"], '
 ...                    '"ps": ["c:1"]}, "task": {"type": "chief", "index": 0}}')
 Traceback (most recent call last):
@@ -35,15 +47,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 import signal
 import sys
-import tempfile
 import time
 from typing import Optional, Sequence
 
-from compat_distribute.cluster import remote
-from compat_distribute.cluster import tasks
+from compat_distribute.cluster import addresses
 from compat_distribute.runtime.errors import Error
 
 PROG = "python -m compat_distribute serve"
@@ -53,9 +62,16 @@ DEFAULT_CLIENT_WAIT = 600.0
 CLIENT_WAIT_VARIABLE = "COMPAT_DISTRIBUTE_CLIENT_WAIT"
 DEFAULT_RETURN_WAIT = 60.0
 RETURN_WAIT_VARIABLE = "COMPAT_DISTRIBUTE_CHIEF_RETURN_WAIT"
+# Seconds between two looks for a stop signal or the chief's "done" file
+# (no network).
 POLL_SECONDS = 0.2
+# Seconds between two connections to the chief's address (is it there?).
+CHECK_SECONDS = 1.0
 # Failed connection checks in a row that mean the client is gone.
-GONE_AFTER = 5
+GONE_AFTER = 2
+# TensorFlow's C++ log level for serve when TF_CPP_MIN_LOG_LEVEL is unset:
+# warnings and errors, not its INFO lines (session options and the like).
+TF_LOG_LEVEL = "1"
 # Seconds to let the chief close its connections once it said it is done.
 CLOSE_WAIT = 10.0
 HELP = f"""\
@@ -82,6 +98,11 @@ e.g. started again by 'run --max-restarts') is served as the first was.
 
 The server answers anyone who can reach its port, without authentication,
 on every network interface: run it only on a trusted network.
+
+serve runs in the folder it is started in: a relative path in the chief's
+program that a ps writes (its part of a checkpoint) is resolved there.
+Give the program absolute folders on storage the chief and every ps can
+write.  TensorFlow's own INFO lines: set TF_CPP_MIN_LOG_LEVEL=0.
 """
 
 
@@ -101,11 +122,20 @@ class ServedTask:
 
   @property
   def address(self) -> str:
+    from compat_distribute.cluster import tasks  # pylint: disable=g-import-not-at-top
     return tasks.task_addresses(self.cluster, self.job)[self.index]
 
   @property
   def client_address(self) -> str:
+    from compat_distribute.cluster import remote, tasks  # pylint: disable=g-import-not-at-top
     return tasks.task_addresses(self.cluster, remote.CLIENT_JOB)[0]
+
+  @property
+  def done_file(self) -> str:
+    """Where the chief's "done" lands: this task's file in this folder."""
+    from compat_distribute.cluster import folders  # pylint: disable=g-import-not-at-top
+    return os.path.abspath(folders.done_file(self.job, self.index,
+                                             self.address))
 
 
 def check_serve_config(text: Optional[str]) -> ServedTask:
@@ -115,6 +145,8 @@ def check_serve_config(text: Optional[str]) -> ServedTask:
     ValueError: unset or not JSON, no ``chief``/``worker``/``ps`` job, a
       task type other than worker or ps, an index out of range.
   """
+  # TensorFlow starts here: its log level first.
+  from compat_distribute.cluster import remote, tasks  # pylint: disable=g-import-not-at-top
   example = ('{"cluster": {"chief": ["host0:2222"], "worker": ["host1:2222"], '
              '"ps": ["host2:2222"]}, "task": {"type": "worker", "index": 0}}')
   if not text or not text.strip():
@@ -152,18 +184,11 @@ class ServeOptions:
   return_wait: float = DEFAULT_RETURN_WAIT
 
 
-def _seconds(text: str, source: str, flag: str, default: float) -> float:
-  if not text.strip():
-    return default
+def _seconds(text: str, source: str, default: float) -> float:
   try:
-    seconds = float(text)
-  except ValueError:
-    seconds = -1.0
-  if not seconds > 0:
-    raise UsageError(
-        f"{source} must be a number of seconds above 0, got {text!r}; "
-        f"e.g. {flag} 60 (default {default:g})")
-  return seconds
+    return addresses.parse_seconds(text, source, default, above_zero=True)
+  except ValueError as e:
+    raise UsageError(str(e)) from e
 
 
 def parse_args(argv: Sequence[str]) -> ServeOptions:
@@ -193,9 +218,8 @@ def parse_args(argv: Sequence[str]) -> ServeOptions:
       value = args.pop(0)
     texts[flag] = (value, flag)
   return ServeOptions(
-      _seconds(*texts["--client-wait"], "--client-wait", DEFAULT_CLIENT_WAIT),
-      _seconds(*texts["--chief-return-wait"], "--chief-return-wait",
-               DEFAULT_RETURN_WAIT))
+      _seconds(*texts["--client-wait"], DEFAULT_CLIENT_WAIT),
+      _seconds(*texts["--chief-return-wait"], DEFAULT_RETURN_WAIT))
 
 
 # The signal that asked this process to stop, once one did.
@@ -212,6 +236,22 @@ def _say(message: str) -> None:
   sys.stdout.flush()
 
 
+def quiet_tensorflow(environ: Optional[dict] = None) -> None:
+  """TensorFlow's INFO lines off (``TF_LOG_LEVEL``) unless the user set
+  ``TF_CPP_MIN_LOG_LEVEL``; before TensorFlow is imported."""
+  environ = os.environ if environ is None else environ
+  environ.setdefault("TF_CPP_MIN_LOG_LEVEL", TF_LOG_LEVEL)
+
+
+def _take(path: str) -> bool:
+  """Whether ``path`` exists; it is removed if so."""
+  try:
+    os.remove(path)
+    return True
+  except FileNotFoundError:
+    return False
+
+
 def serve(task: ServedTask, options: ServeOptions) -> None:
   """Runs ``task``'s server until the client is done, then ends the
   process with the exit status (see the module docstring): TensorFlow's
@@ -220,49 +260,59 @@ def serve(task: ServedTask, options: ServeOptions) -> None:
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   signal.signal(signal.SIGTERM, _note_stop)
   signal.signal(signal.SIGINT, _note_stop)
-  # The client's "done" file lands in this process's working folder.
-  workdir = tempfile.mkdtemp(prefix="compat_distribute-serve-")
-  os.chdir(workdir)
-  try:
-    server = tf.distribute.Server(
-        tf.train.ClusterSpec(task.cluster), job_name=task.job,
-        task_index=task.index, protocol="grpc", start=True)
-    _say(f"/job:{task.job}/task:{task.index} serving at {task.address} "
-         f"(port {task.address.rsplit(':', 1)[-1]} on every interface); "
-         f"waiting up to {options.client_wait:g} s for the chief at "
-         f"{task.client_address}")
-    _say("WARNING: this server answers anyone who reaches its port, without "
-         "authentication; run it only on a trusted network")
-    status = _watch(server, task, options)
-  finally:
-    os.chdir(os.path.dirname(workdir))
-    shutil.rmtree(workdir, ignore_errors=True)
+  folder = os.getcwd()
+  _take(task.done_file)  # a killed serve of this task left it
+  tf.distribute.Server(
+      tf.train.ClusterSpec(task.cluster), job_name=task.job,
+      task_index=task.index, protocol="grpc", start=True)
+  _, port = addresses.split(task.address)
+  _say(f"/job:{task.job}/task:{task.index} serving at {task.address} "
+       f"(port {port} on every interface), in {folder} (relative paths of "
+       f"ops the chief runs here resolve there); waiting up to "
+       f"{options.client_wait:g} s for the chief at {task.client_address}")
+  _say("WARNING: this server answers anyone who reaches its port, without "
+       "authentication; run it only on a trusted network")
+  if not os.access(folder, os.W_OK):
+    _say(f"WARNING: this process cannot write to {folder}: the chief "
+         "cannot tell it its job is done there, so it will end as on a "
+         "chief gone (status 1); start serve in a folder it can write")
+  status = _watch(task, options)
+  _say(f"exit status {status}")
   sys.stdout.flush()
   sys.stderr.flush()
   os._exit(status)  # pylint: disable=protected-access
 
 
-def _watch(server: object, task: ServedTask, options: ServeOptions) -> int:
-  del server  # serves until the process ends
+def _watch(task: ServedTask, options: ServeOptions) -> int:
+  """Waits for the chief and its end; the exit status.  Connects to the
+  chief's address at most once per ``CHECK_SECONDS``."""
   start = time.monotonic()
   came, misses = False, 0
   gone_since: Optional[float] = None
+  next_check = start
   while True:
     if _stop_signal:
       _say(f"stopped by signal {_stop_signal[0]}")
       return 128 + _stop_signal[0]
-    if os.path.exists(remote.DONE_FILE):
+    if _take(task.done_file):
       _say("the chief says its job is done; stopping")
       # Let the chief close its connections first (bounded).
       deadline = time.monotonic() + CLOSE_WAIT
       while (time.monotonic() < deadline and
-             tasks.accepts(task.client_address)):
-        time.sleep(POLL_SECONDS)
+             addresses.accepts(task.client_address)):
+        time.sleep(CHECK_SECONDS)
       return 0
-    if tasks.accepts(task.client_address):
+    now = time.monotonic()
+    if now < next_check:
+      time.sleep(min(POLL_SECONDS, next_check - now))
+      continue
+    next_check = now + CHECK_SECONDS
+    if addresses.accepts(task.client_address):
       if gone_since is not None:
         _say(f"a chief is back at {task.client_address} after "
              f"{time.monotonic() - gone_since:.1f} s; serving it")
+      elif not came:
+        _say(f"the chief at {task.client_address} is up; serving it")
       came, misses, gone_since = True, 0, None
     elif came:
       misses += 1
@@ -281,7 +331,6 @@ def _watch(server: object, task: ServedTask, options: ServeOptions) -> int:
            f"{options.client_wait:g} s; stopping (wait longer with "
            "--client-wait SECONDS)")
       return 3
-    time.sleep(POLL_SECONDS)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -289,6 +338,7 @@ def main(argv: Sequence[str]) -> int:
   if any(a in HELP_FLAGS for a in argv):
     sys.stdout.write(HELP)
     return 0
+  quiet_tensorflow()
   try:
     options = parse_args(argv)
   except UsageError as e:

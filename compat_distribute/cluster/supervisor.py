@@ -44,8 +44,8 @@ import tempfile
 import time
 from typing import Callable, Optional, Sequence
 
+from compat_distribute.cluster import addresses
 from compat_distribute.cluster import lifetime
-from compat_distribute.cluster import local
 
 # The child's exit status for "a cluster task was lost" (EX_TEMPFAIL).
 LOST_STATUS = 75
@@ -214,7 +214,7 @@ def wait_for_tasks(tasks: Sequence[tuple[str, str]], timeout: float,
   deadline = time.monotonic() + timeout
   missing = list(tasks)
   while True:
-    missing = [(name, a) for name, a in missing if not local.port_open(a)]
+    missing = [(name, a) for name, a in missing if not addresses.accepts(a)]
     if not missing or stopped() or time.monotonic() > deadline:
       return missing
     time.sleep(POLL_SECONDS)
@@ -258,7 +258,7 @@ def supervise(script: str, args: Sequence[str], plan: RestartPlan,
       if decision == "done":
         return status
       loss = _read_loss(loss_file)
-      gone = [t for t in tasks if not local.port_open(t[1])]
+      gone = [t for t in tasks if not addresses.accepts(t[1])]
       what = (f"{loss.get('error', 'a lost cluster task')} (not answering "
               f"now: {_names(gone) or 'none'})")
       when = _clock(loss.get("time", time.time()))

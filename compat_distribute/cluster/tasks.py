@@ -21,13 +21,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import socket
 import time
 from typing import Any, Optional
 
 import tensorflow as tf
 
 from compat_distribute import _tf_private
+from compat_distribute.cluster import addresses
 from compat_distribute.runtime import logs
 from compat_distribute.runtime.errors import Error
 
@@ -36,13 +36,12 @@ TASK_TYPES = ("chief", "worker", "ps", "evaluator")
 # Seconds wait_for_cluster waits for the cluster's tasks by default
 # (TensorFlow's Session waits for ever).
 DEFAULT_CLUSTER_WAIT = 300.0
-# Values of COMPAT_DISTRIBUTE_CLUSTER_WAIT meaning "do not wait".
-NO_WAIT_WORDS = ("none", "off", "no", "never")
 
 
 def parse_cluster_wait(text: str) -> Optional[float]:
   """A value of ``COMPAT_DISTRIBUTE_CLUSTER_WAIT``: seconds, or a word of
-  ``NO_WAIT_WORDS`` for no wait (None); empty: ``DEFAULT_CLUSTER_WAIT``.
+  ``addresses.NO_WAIT_WORDS`` for no wait (None); empty:
+  ``DEFAULT_CLUSTER_WAIT``.
 
   >>> parse_cluster_wait("30"), parse_cluster_wait("Off"), parse_cluster_wait("")
   (30.0, None, 300.0)
@@ -51,36 +50,8 @@ def parse_cluster_wait(text: str) -> Optional[float]:
   ...
   ValueError: COMPAT_DISTRIBUTE_CLUSTER_WAIT must be a number of seconds (at least 0) or one of none, off, no, never (no wait), got 'soon'. Set it to e.g. 60 or none, or unset it for 300.
   """
-  return parse_seconds(text, "COMPAT_DISTRIBUTE_CLUSTER_WAIT",
-                       DEFAULT_CLUSTER_WAIT, "no wait")
-
-
-def parse_seconds(text: str, name: str, default: float, none_means: str,
-                  above_zero: bool = False) -> Optional[float]:
-  """A number of seconds from ``name``'s value ``text``: a word of
-  ``NO_WAIT_WORDS`` is None (``none_means`` says what that does); empty is
-  ``default``.
-
-  Raises:
-    ValueError: anything else that is not a number at least 0 (above 0
-      with ``above_zero``), with the value and the fix.
-  """
-  text = text.strip()
-  if not text:
-    return default
-  if text.lower() in NO_WAIT_WORDS:
-    return None
-  try:
-    seconds = float(text)
-  except ValueError:
-    seconds = -1.0
-  if not (seconds > 0 if above_zero else seconds >= 0):  # also refuses nan
-    bound = "above 0" if above_zero else "(at least 0)"
-    raise ValueError(
-        f"{name} must be a number of seconds {bound} or one of "
-        f"{', '.join(NO_WAIT_WORDS)} ({none_means}), got {text!r}. Set it "
-        f"to e.g. 60 or none, or unset it for {default:g}.")
-  return seconds
+  return addresses.parse_seconds(text, "COMPAT_DISTRIBUTE_CLUSTER_WAIT",
+                                 DEFAULT_CLUSTER_WAIT, "no wait")
 
 
 def default_cluster_wait() -> Optional[float]:
@@ -314,7 +285,7 @@ def wait_for_tasks(cluster_spec: tf.train.ClusterSpec,
   next_progress = start + progress_every
   while True:
     pending = [(job, i) for job, i in pending
-               if not accepts(cluster_spec.task_address(job, i))]
+               if not addresses.accepts(cluster_spec.task_address(job, i))]
     now = time.monotonic()
     if not pending or now >= deadline:
       break
@@ -338,13 +309,3 @@ def wait_for_tasks(cluster_spec: tf.train.ClusterSpec,
   if said:
     logs.logger().warning("%s: cluster tasks up after %.1f s", owner,
                           time.monotonic() - start)
-
-
-def accepts(address: str) -> bool:
-  """Whether something accepts TCP connections at ``host:port`` (0.5 s)."""
-  host, _, port = address.rpartition(":")
-  try:
-    with socket.create_connection((host.strip("[]"), int(port)), timeout=0.5):
-      return True
-  except (OSError, ValueError):
-    return False

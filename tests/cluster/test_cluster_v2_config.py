@@ -244,3 +244,23 @@ def test_serve_usage_error_from_the_shell():
       capture_output=True, text=True, timeout=60, check=False)
   assert result.returncode == 2
   assert "unknown argument '--bogus'" in result.stderr
+
+
+def test_serve_connects_to_its_chief_at_most_once_a_second(monkeypatch,
+                                                           tmp_path, capsys):
+  monkeypatch.chdir(tmp_path)
+  connections = []
+  monkeypatch.setattr(serve.addresses, "accepts",
+                      lambda address, timeout=0.5: connections.append(
+                          time.monotonic()) and False)
+  task = serve.check_serve_config(tf_config("worker", 1))
+  start = time.monotonic()
+  status = serve._watch(task, serve.ServeOptions(client_wait=3.5))
+  took = time.monotonic() - start
+  assert status == 3
+  assert "no chief came to 127.0.0.1:1 within 3.5 s" in capsys.readouterr().out
+  assert connections and all(c - start < took for c in connections)
+  # One connection a second (at start, then each second), not 5 a second.
+  assert len(connections) <= took + 1, (len(connections), took)
+  gaps = [b - a for a, b in zip(connections, connections[1:])]
+  assert gaps and min(gaps) >= serve.CHECK_SECONDS * 0.9, gaps

@@ -1,5 +1,5 @@
-"""cluster/reachability.py: connecting waits until every task reaches
-every other.
+"""cluster/reachability.py: connecting waits until the tasks a step
+connects reach one another.
 
 The retry rules with a scripted exchange; the real exchange on a loopback
 cluster of in-process servers (in a child process: a process connects to
@@ -45,10 +45,20 @@ def unavailable():
                                     "failed to connect to all addresses")
 
 
-def test_every_ordered_pair_of_different_tasks_reads_once():
-  pairs = reachability.pairs(SERVED)
-  assert len(pairs) == 6 and len(set(pairs)) == 6
-  assert all(source != reader for source, reader in pairs)
+def test_only_the_pairs_a_step_connects_exchange_once_each_way():
+  chief = ("chief", 0)
+  pairs = reachability.pairs(SERVED + [("ps", 1)], chief)
+  workers, ps = [("worker", 0), ("worker", 1)], [("ps", 0), ("ps", 1)]
+  expected = ({(w, p) for w in workers for p in ps} |
+              {(p, w) for w in workers for p in ps} |
+              {(chief, t) for t in workers + ps} |
+              {(t, chief) for t in workers + ps})
+  assert len(pairs) == len(expected) == 16 and set(pairs) == expected
+  # Two workers or two ps tasks never exchange values in a step.
+  assert not [(a, b) for a, b in pairs if a[0] == b[0]]
+  # Linear in the tasks (workers x ps + tasks), not every ordered pair.
+  assert len(reachability.pairs(
+      [("worker", i) for i in range(8)] + [("ps", 0)], chief)) == 2 * 8 + 2 * 9
 
 
 def test_retries_through_unavailable_until_the_exchange_succeeds():
@@ -103,8 +113,10 @@ EXCHANGE_ON_A_CLUSTER = textwrap.dedent("""
         tf.train.ClusterSpec(cluster), job_name="chief", task_index=0)
     served = [("worker", 0), ("worker", 1), ("ps", 0)]
     before = time.time()
-    total = reachability.exchange_function(served)().numpy()
-    print(reachability.wait_until_reachable(served, 30), total / before,
+    chief = ("chief", 0)
+    total = reachability.exchange_function(served, chief)().numpy()
+    print(reachability.wait_until_reachable(served, 30, client=chief),
+          total / before,
           flush=True)
     os._exit(0)  # the in-process servers never stop by themselves
 """)
@@ -119,6 +131,7 @@ def test_the_exchange_reads_a_timestamp_from_every_other_task():
   assert result.returncode == 0, result.stderr[-3000:]
   attempts, ratio = result.stdout.split()
   assert attempts == "1"
-  # The sum of six timestamps taken on the tasks: a fold of the reads
-  # away (as of ``x * 0``) would leave 0.
-  assert float(ratio) == pytest.approx(6.0, rel=1e-6)
+  # The sum of ten timestamps taken on the tasks (each worker with the ps
+  # and the chief with every task, both ways): a fold of the reads away
+  # (as of ``x * 0``) would leave 0.
+  assert float(ratio) == pytest.approx(10.0, rel=1e-6)

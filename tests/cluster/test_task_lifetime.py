@@ -18,6 +18,7 @@ import time
 
 import pytest
 
+from compat_distribute.cluster import addresses
 from compat_distribute.cluster import lifetime
 from compat_distribute.cluster import local
 
@@ -180,7 +181,7 @@ def test_tasks_end_when_their_starter_is_killed(tmp_path):
   try:
     pids = json.loads(parent.stdout.readline())
     assert _wait_until(started.exists, 60), "the chief never started"
-    assert _wait_until(lambda: local.port_open(worker_address), 60), (
+    assert _wait_until(lambda: addresses.accepts(worker_address), 60), (
         "serve never listened")
     assert all(_alive(pid) for pid in pids)
     parent.kill()

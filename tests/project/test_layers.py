@@ -314,3 +314,21 @@ def test_no_alias_means_any():
       if re.match(r"^\w+\s*(:\s*\w+\s*)?=\s*(typing\.)?Any\s*(#.*)?$", line):
         aliases.append(f"{path.relative_to(ROOT)}:{line_number}: {line}")
   assert not aliases, aliases
+
+
+# The cluster helpers that start processes on this machine; only the demo,
+# the tests and the benchmarks use them, and each other (issue 43: the
+# supervisor's port check lived in local.py).
+LOCAL_HELPERS = ("compat_distribute.cluster.local",
+                 "compat_distribute.cluster.local_served")
+
+
+def test_production_code_imports_no_local_cluster_helper():
+  found = [f"{_rel(module)}:{line} imports {target}"
+           for module, edges in EDGES.items()
+           if module not in LOCAL_HELPERS and _unit(module) != "demo"
+           for target, line in edges if target in LOCAL_HELPERS]
+  assert not found, found
+  # The demo does use them (the check sees its imports).
+  assert any(target in LOCAL_HELPERS for module, edges in EDGES.items()
+             if _unit(module) == "demo" for target, _ in edges)

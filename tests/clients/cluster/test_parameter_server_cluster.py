@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from compat_distribute.cluster import addresses
 from compat_distribute.cluster import local as local_cluster
 import support
 
@@ -211,7 +212,7 @@ def test_demo_cluster_trains_both_and_stops_its_servers(tmp_path):
   spec = json.loads(re.search(r"cluster up: (\{.*\})", stdout).group(1)
                     .replace("'", '"'))
   for address in spec["worker"] + spec["ps"]:
-    assert not local_cluster.port_open(address), address
+    assert not addresses.accepts(address), address
 
 
 def _demo_with_fake_workers(monkeypatch, programs):

@@ -1,0 +1,180 @@
+"""Where a served cluster's files go, what ``serve`` says, and IPv6.
+
+* A relative checkpoint folder in the chief's program: a ps writes its own
+  part of every checkpoint (TensorFlow's ``SaveV2`` runs where the
+  variables are), so the path is resolved in the folder the ps's ``serve``
+  runs in.  ``serve`` stays in the folder it was started in, so docs/
+  cluster.md's ``train_fit.py`` (its default folder is the relative
+  ``model``) saves and resumes when every command starts in one folder;
+  started elsewhere, the chief warns at connect, naming the ps and the fix.
+* ``serve`` creates nothing in the system temp folder (``TMPDIR`` points
+  at a folder of the test's), also when SIGKILLed, and removes a "done"
+  file a killed ``serve`` of its task left.
+* ``serve``'s output: its address and folder, the chief it waits for, the
+  end and its status; TensorFlow's INFO lines (its server's start, the
+  session-options dump) only with ``TF_CPP_MIN_LOG_LEVEL=0``.
+* ``[::1]:port`` addresses in ``TF_CONFIG``: a cluster runs and ends as on
+  127.0.0.1 (skipped where this machine has no IPv6 loopback).
+
+Loopback ports picked free; every wait bounded; every process stopped.
+"""
+import os
+import signal
+import socket
+
+import pytest
+
+from compat_distribute.cluster import folders
+from compat_distribute.cluster import local_served
+import support
+from test_cluster_v2 import doc_program  # pylint: disable=import-error
+
+pytestmark = [pytest.mark.cluster, pytest.mark.subprocess]
+
+ROOT = str(support.ROOT)
+ENV = {"PYTHONPATH": ROOT, "COMPAT_DISTRIBUTE_CLUSTER_WAIT": "60"}
+TIMEOUT = 240
+
+
+def _folders(tmp_path):
+  work, system_temp = tmp_path / "work", tmp_path / "system_temp"
+  work.mkdir()
+  system_temp.mkdir()
+  return work, system_temp
+
+
+def _ok(result):
+  assert result.returncode == 0 and not result.timed_out, (
+      f"{result.task} failed (exit {result.returncode}):\n"
+      f"{result.stdout[-2000:]}\n{result.stderr[-5000:]}")
+  return result
+
+
+def test_relative_checkpoint_folder_resolves_where_every_command_starts(
+    tmp_path):
+  work, system_temp = _folders(tmp_path)
+  (work / "train_fit.py").write_text(doc_program("train_fit.py"))
+  env = {**ENV, "TMPDIR": str(system_temp)}
+  cluster = local_served.ServedCluster(num_workers=1, num_ps=1, env=env,
+                                       cwd=str(work))
+  try:
+    # TensorFlow's INFO lines: off for the ps (TF_CPP_MIN_LOG_LEVEL unset),
+    # on for the worker (0).
+    cluster.start_server("ps", 0, env={"TF_CPP_MIN_LOG_LEVEL": None})
+    cluster.start_server("worker", 0, env={"TF_CPP_MIN_LOG_LEVEL": "0"})
+    cluster.wait_ready()
+    first = _ok(cluster.run_chief("train_fit.py", ["model", "1"],
+                                  timeout=TIMEOUT))
+    servers = cluster.wait_servers(60)
+  finally:
+    cluster.stop()
+  assert "relative path resolves there" not in first.stderr
+  # The relative "model" is the chief's folder's: both parts and the index.
+  saved = sorted(os.listdir(work / "model"))
+  assert "ckpt-1.index" in saved and "checkpoint" in saved, saved
+  assert len([n for n in saved if n.startswith("ckpt-1.data-")]) == 2, saved
+  assert not [n for n in os.listdir(work)
+              if n.startswith(folders.DONE_PREFIX)]
+  assert os.listdir(system_temp) == []
+  chief = cluster.cluster["chief"][0]
+  for (job, index), address in (
+      (("ps", 0), cluster.cluster["ps"][0]),
+      (("worker", 0), cluster.cluster["worker"][0])):
+    result = servers[f"/job:{job}/task:{index}"]
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert lines[0] == (
+        f"compat_distribute serve: /job:{job}/task:{index} serving at "
+        f"{address} (port {address.rsplit(':', 1)[1]} on every interface), "
+        f"in {work} (relative paths of ops the chief runs here resolve "
+        f"there); waiting up to {local_served.CLIENT_WAIT:g} s for the chief "
+        f"at {chief}"), lines
+    assert lines[-2:] == [
+        "compat_distribute serve: the chief says its job is done; stopping",
+        "compat_distribute serve: exit status 0"], lines
+    assert all(line.startswith("compat_distribute serve: ")
+               for line in lines), lines
+  # TensorFlow's INFO lines of the server (its start, the session options
+  # of the chief's context) only where asked for.  (TensorFlow's oneDNN
+  # line at import shows at any level: it is written before its logging
+  # reads the level.)
+  for text in ("SessionOptions", "Started server with target"):
+    assert text not in servers["/job:ps/task:0"].stderr
+    assert text in servers["/job:worker/task:0"].stderr
+
+
+def test_serve_started_elsewhere_is_named_at_connect(tmp_path):
+  work, system_temp = _folders(tmp_path)
+  chief_folder = tmp_path / "chief"
+  chief_folder.mkdir()
+  (chief_folder / "train_fit.py").write_text(doc_program("train_fit.py"))
+  shared = tmp_path / "shared" / "model"
+  env = {**ENV, "TMPDIR": str(system_temp)}
+  with local_served.ServedCluster(num_workers=1, num_ps=1, env=env,
+                                  cwd=str(work)) as cluster:
+    result = _ok(cluster.collect(
+        cluster.start_chief("train_fit.py", [str(shared), "1"],
+                            cwd=str(chief_folder)), TIMEOUT))
+    cluster.wait_servers(60)
+  ps = cluster.cluster["ps"][0]
+  assert (f"/job:ps/task:0 at {ps}: a relative path resolves there in the "
+          f"folder its `serve` runs in, not in {chief_folder} where this "
+          "program runs") in result.stderr, result.stderr[-3000:]
+  assert ("Give the program an absolute folder on storage this task and "
+          f"every ps can write, or start serve in {chief_folder}."
+          ) in result.stderr
+  # The absolute folder works from any folder.
+  assert "ckpt-1.index" in os.listdir(shared)
+  assert os.listdir(system_temp) == []
+
+
+def test_serve_killed_leaves_nothing_and_its_next_start_cleans_up(tmp_path):
+  work, system_temp = _folders(tmp_path)
+  cluster = local_served.ServedCluster(
+      num_workers=1, num_ps=1, env={**ENV, "TMPDIR": str(system_temp)},
+      cwd=str(work), client_wait=300)
+  address = cluster.cluster["worker"][0]
+  # What a serve SIGKILLed between the chief's "done" and its reading left:
+  # its next start must not take it for this chief's.
+  leftover = work / folders.done_file("worker", 0, address)
+  leftover.write_text("done")
+  try:
+    process = cluster.start_server("worker", 0)
+    local_served.wait_for_text(process, "waiting up to 300 s", 90,
+                               stream="out")
+    assert not leftover.exists()
+    assert process.poll() is None  # still waiting for its chief
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=10)
+  finally:
+    cluster.stop()
+  assert os.listdir(system_temp) == []
+  assert os.listdir(work) == []
+
+
+def _has_ipv6_loopback():
+  try:
+    with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+      s.bind(("::1", 0))
+    return True
+  except OSError:
+    return False
+
+
+@pytest.mark.skipif(not _has_ipv6_loopback(),
+                    reason="this machine has no IPv6 loopback (::1)")
+def test_an_ipv6_cluster_runs_and_ends_as_on_ipv4(tmp_path):
+  work, _ = _folders(tmp_path)
+  (work / "train_fit.py").write_text(doc_program("train_fit.py"))
+  with local_served.ServedCluster(num_workers=1, num_ps=1, env=ENV,
+                                  cwd=str(work), host="::1") as cluster:
+    assert cluster.cluster["ps"][0].startswith("[::1]:")
+    result = _ok(cluster.run_chief("train_fit.py", ["model", "1"],
+                                   timeout=TIMEOUT))
+    servers = cluster.wait_servers(60)
+  assert "replicas: 1" in result.stdout
+  assert "ckpt-1.index" in os.listdir(work / "model")
+  for name, served in servers.items():
+    assert served.returncode == 0, (name, served.stdout, served.stderr[-2000:])
+    assert served.stdout.splitlines()[-1] == (
+        "compat_distribute serve: exit status 0")
