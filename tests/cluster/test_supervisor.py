@@ -199,12 +199,14 @@ ENDS = {
     "lost": "raise tf.errors.UnavailableError(None, None, 'Socket closed')",
     "own 75": "sys.exit(75)",
     "unrelated": "raise tf.errors.InvalidArgumentError(None, None, 'shape')",
+    "interrupted": "raise KeyboardInterrupt",
 }
 
 
 @pytest.mark.subprocess
 @pytest.mark.parametrize("end, status, runs", [
-    ("lost", 0, 2), ("own 75", 75, 1), ("unrelated", 1, 1)])
+    ("lost", 0, 2), ("own 75", 75, 1), ("unrelated", 1, 1),
+    ("interrupted", 130, 1)])
 def test_run_restarts_only_what_its_runner_says_was_lost(tmp_path, end,
                                                          status, runs):
   """The whole way: ``python -m compat_distribute run --max-restarts 1``,
