@@ -80,18 +80,19 @@ def caused_by(error: BaseException, watchdog: failures.Watchdog,
   """The lost tasks that caused ``error`` (see the module docstring);
   when it is of the lost-task family and no task is lost now, checks every
   task first, for at most ``timeout`` seconds."""
-  errors = [e for e in _chain(error) if isinstance(e, tf.errors.OpError)]
-  if not any(isinstance(e, LOST_ERRORS) or _UNAVAILABLE.search(e.message)
-             for e in errors):
+  errors = [(e, str(e.message or "")) for e in _chain(error)
+            if isinstance(e, tf.errors.OpError)]
+  if not any(isinstance(e, LOST_ERRORS) or _UNAVAILABLE.search(message)
+             for e, message in errors):
     return []
   lost = watchdog.lost or watchdog.check_now(timeout)
   found = {(t.job, t.index): t for t in lost}
   found.update({(t.job, t.index): t for t in watchdog.found
                 if (t.job, t.index) not in found})
-  for e in errors:
-    named = [task for task in watchdog.tasks if _names(e.message, task)]
+  for e, message in errors:
+    named = [task for task in watchdog.tasks if _names(message, task)]
     family = isinstance(e, LOST_ERRORS)
-    if named and (family or _UNAVAILABLE.search(e.message)):
+    if named and (family or _UNAVAILABLE.search(message)):
       culprits = [found[(job, index)] for job, index, _ in named
                   if (job, index) in found]
     elif family and not named:

@@ -96,30 +96,26 @@ def test_the_programs_own_failure_is_final_with_its_status(
 
 
 @pytest.mark.subprocess
-def test_the_programs_own_exit_75_is_final(tmp_path, monkeypatch, capfd,
-                                           listening):
-  """Status 75 without the runner's word that a task was lost: the
-  program's own sys.exit(75), passed through, never restarted."""
-  assert supervise(tmp_path, [75, 0], 3, monkeypatch,
-                   [listening, listening]) == (75, ["0/3"])
-  err = capfd.readouterr().err
-  assert ("the program exited with status 75 itself, not on a lost cluster "
-          "task (the runner did not report one); not restarting") in err
-  assert "restart 1" not in err
-
-
-@pytest.mark.subprocess
-@pytest.mark.parametrize("how", ["killed", "lost-killed"])
-def test_a_program_killed_by_a_signal_ends_run_with_128_plus_it(
-    tmp_path, monkeypatch, capfd, listening, how):
-  """SIGKILL (the OOM killer, kill -9): 128 + 9, as a shell reports it (not
-  256 - 9); not a lost task, so not restarted -- also after the runner
-  wrote that a task was lost."""
+@pytest.mark.parametrize("how, status, said", [
+    pytest.param(75, 75, "the program exited with status 75 itself, not on "
+                 "a lost cluster task (the runner did not report one); not "
+                 "restarting", id="own 75"),
+    pytest.param("killed", 137, "the program was killed by signal 9: not a "
+                 "lost cluster task; not restarting, exit status 137",
+                 id="killed"),
+    pytest.param("lost-killed", 137, "the program was killed by signal 9",
+                 id="lost-killed"),
+])
+def test_an_end_the_runner_did_not_report_as_lost_is_final(
+    tmp_path, monkeypatch, capfd, listening, how, status, said):
+  """Not restarted, and said why: the program's own sys.exit(75) (status
+  75 without the runner's report); a program killed by SIGKILL (the OOM
+  killer, kill -9), 128 + 9 as a shell reports it (not 256 - 9), also
+  after the runner reported a lost task."""
   assert supervise(tmp_path, [how, 0], 3, monkeypatch,
-                   [listening, listening]) == (137, ["0/3"])
+                   [listening, listening]) == (status, ["0/3"])
   err = capfd.readouterr().err
-  assert ("the program was killed by signal 9: not a lost cluster task; not "
-          "restarting, exit status 137") in err
+  assert said in err
   assert "restart 1" not in err
 
 
