@@ -135,6 +135,7 @@ def run_script(script: str, args: Sequence[str] = ()) -> int:
     sys.path[0] = script_dir
   else:
     sys.path.insert(0, script_dir)
+  supervisor.take_loss_file()
   supervisor.report_resume()
   try:
     with installation:

@@ -23,11 +23,13 @@ itself:
   nothing for ``timeout`` seconds is lost as stalled.  A lost task is
   logged (an ERROR line naming it), remembered, and this process's
   connections to it are shut, so that an op waiting on it fails now
-  instead of never.
-* ``explain(error)``: the error a program got, or a ``TaskLostError``
-  naming every lost task (job, index, address, what happened), chained
-  from it.  The client installs it as ``sys.excepthook``; a runner that
-  prints the program's exception itself calls it.
+  instead of never -- again every ``SWEEP_PERIOD`` seconds, as TensorFlow
+  connects to it again, until the task answers again (a task restarted at
+  its address, a stopped process continued): then it is logged (a WARNING
+  line), no longer shut off and watched as before, so a program that
+  caught the error can retry.
+* the error a program got is explained (a ``TaskLostError`` naming the
+  lost tasks that caused it) by ``cluster.causes``.
 
 ``COMPAT_DISTRIBUTE_TASK_TIMEOUT`` sets the stall timeout in seconds
 (default ``DEFAULT_TASK_TIMEOUT``; ``none``/``off`` turns the watchdog off).
@@ -47,7 +49,6 @@ import dataclasses
 import errno
 import os
 import socket
-import sys
 import threading
 import time
 from typing import Callable, Optional, Sequence
@@ -212,8 +213,9 @@ class Watchdog:
     cluster_spec: the cluster.
     watched: ``(job, index)`` of each task to watch.
     timeout: seconds of silence after which a task is lost as stalled.
-    on_lost: called (in the watchdog's thread) with each ``LostTask``
-      when it is found, then every ``SWEEP_PERIOD`` seconds.
+    on_lost: called (in a thread of the watchdog) with each ``LostTask``
+      when it is found, then every ``SWEEP_PERIOD`` seconds until the task
+      answers again.
   """
 
   def __init__(self, cluster_spec: tf.train.ClusterSpec,
@@ -221,16 +223,17 @@ class Watchdog:
                on_lost: Optional[Callable[[LostTask], None]] = None) -> None:
     self.timeout = float(timeout)
     self.period = min(MAX_PERIOD, self.timeout / 2)
-    self._tasks = [(job, index, cluster_spec.task_address(job, index))
-                   for job, index in watched]
+    self.tasks = [(job, index, cluster_spec.task_address(job, index))
+                  for job, index in watched]
     self._on_lost = on_lost
     self._lock = threading.Lock()
     self._lost: list[LostTask] = []
+    self._found: list[LostTask] = []
     self._stop = threading.Event()
     self._threads: list[threading.Thread] = []
 
   def start(self) -> "Watchdog":
-    for job, index, address in self._tasks:
+    for job, index, address in self.tasks:
       thread = threading.Thread(
           target=self._watch, args=(job, index, address), daemon=True,
           name=f"compat_distribute-watch-{job}-{index}")
@@ -240,51 +243,80 @@ class Watchdog:
 
   def stop(self) -> None:
     """Ends the checks (at once; a check under way ends on its own); a
-    lost task's ``on_lost`` goes on every ``SWEEP_PERIOD`` seconds."""
+    lost task's ``on_lost`` goes on every ``SWEEP_PERIOD`` seconds, and
+    from now on also once it answers again."""
     self._stop.set()
 
   @property
   def lost(self) -> list[LostTask]:
+    """The tasks lost now (found lost and not answering again since)."""
     with self._lock:
       return list(self._lost)
 
+  @property
+  def found(self) -> list[LostTask]:
+    """Every task found lost since the start, answering again or not."""
+    with self._lock:
+      return list(self._found)
+
+  def _is_lost(self, job: str, index: int) -> bool:
+    return any((t.job, t.index) == (job, index) for t in self.lost)
+
   def _watch(self, job: str, index: int, address: str) -> None:
     while not self._stop.wait(self.period):
+      if self._is_lost(job, index):
+        continue  # the sweep of ``report`` checks it until it answers
       what = probe(address, self.timeout)
       if what is None or self._stop.is_set():
         continue
       self.report(LostTask(job, index, address, what))
-      return
 
   def report(self, task: LostTask) -> None:
-    """Records ``task`` as lost (once), logs it and calls ``on_lost`` now
-    and then every ``SWEEP_PERIOD`` seconds while the process lives, also
-    after ``stop()``: TensorFlow connects to a lost task again (and, if it
-    is stalled, waits on it again), its teardown at exit included."""
+    """Records ``task`` as lost (once while it is lost), logs it and calls
+    ``on_lost`` now and then every ``SWEEP_PERIOD`` seconds: TensorFlow
+    connects to a lost task again (and, if it is stalled, waits on it
+    again), its teardown at exit included.  Until ``stop()``, each sweep
+    first checks the task (for at most ``SWEEP_PERIOD`` seconds): once it
+    answers, it is no longer lost, ``on_lost`` is no longer called and the
+    regular checks take it up again."""
     with self._lock:
       if any((t.job, t.index) == (task.job, task.index) for t in self._lost):
         return
       self._lost.append(task)
+      self._found.append(task)
     logs.logger().error("lost cluster task %s", task)
-    on_lost = self._on_lost
-    if on_lost is None:
-      return
-    on_lost(task)
+    if self._on_lost is not None:
+      self._on_lost(task)
+    threading.Thread(target=self._sweep, args=(task, time.monotonic()),
+                     daemon=True,
+                     name=f"compat_distribute-lost-{task.job}-{task.index}-"
+                     f"{task.address}").start()
 
-    def sweep() -> None:
-      while True:
-        time.sleep(SWEEP_PERIOD)
-        on_lost(task)
-    threading.Thread(target=sweep, daemon=True,
-                     name=f"compat_distribute-lost-{task.job}-{task.index}"
-                     ).start()
+  def _sweep(self, task: LostTask, since: float) -> None:
+    while True:
+      time.sleep(SWEEP_PERIOD)
+      if (not self._stop.is_set() and
+          probe(task.address, SWEEP_PERIOD) is None and
+          not self._stop.is_set()):
+        with self._lock:
+          self._lost.remove(task)
+        logs.logger().warning(
+            "cluster task /job:%s/task:%d at %s answers again, %.1f s after "
+            "it was found lost; its connections are no longer shut",
+            task.job, task.index, task.address, time.monotonic() - since)
+        return
+      if self._on_lost is None:
+        if self._stop.is_set():
+          return  # nothing to do any more
+        continue
+      self._on_lost(task)
 
   def check_now(self, timeout: float) -> list[LostTask]:
-    """Checks every task not yet lost at once, in parallel, for at most
-    ``timeout`` seconds; returns every task lost so far."""
+    """Checks every task not lost now at once, in parallel, for at most
+    ``timeout`` seconds; returns every task lost now."""
     known = {(t.job, t.index) for t in self.lost}
     checks = []
-    for job, index, address in self._tasks:
+    for job, index, address in self.tasks:
       if (job, index) in known:
         continue
 
@@ -299,34 +331,3 @@ class Watchdog:
     for thread in checks:
       thread.join(max(0.0, deadline - time.monotonic()))
     return self.lost
-
-
-def explain(error: BaseException, watchdog: Optional[Watchdog],
-            timeout: float = 2.0) -> BaseException:
-  """``error``, or a ``TaskLostError`` chained from it when ``error`` is a
-  TensorFlow error and a task is lost (already found, or found by checking
-  every task now, for at most ``timeout`` seconds)."""
-  if (watchdog is None or isinstance(error, TaskLostError) or
-      not isinstance(error, tf.errors.OpError)):
-    return error
-  lost = watchdog.lost or watchdog.check_now(timeout)
-  if not lost:
-    return error
-  named = TaskLostError(lost)
-  named.__cause__ = error
-  return named
-
-
-def install_excepthook(watchdog: Callable[[], Optional[Watchdog]]) -> None:
-  """Makes an uncaught TensorFlow error of a program that lost a task print
-  as the ``TaskLostError`` that names it (``watchdog``: the current one)."""
-  previous = sys.excepthook
-
-  def hook(kind, value, traceback):
-    if isinstance(value, BaseException):
-      named = explain(value, watchdog())
-      if named is not value:
-        kind, value, traceback = type(named), named, named.__traceback__
-    previous(kind, value, traceback)
-
-  sys.excepthook = hook

@@ -67,6 +67,7 @@ from typing import Optional, Union
 import tensorflow as tf
 
 from compat_distribute.cluster import addresses
+from compat_distribute.cluster import causes
 from compat_distribute.cluster import failures
 from compat_distribute.cluster import folders
 from compat_distribute.cluster import reachability
@@ -226,8 +227,8 @@ def watchdog() -> Optional[failures.Watchdog]:
 
 def explain(error: BaseException) -> BaseException:
   """``error``, or the ``failures.TaskLostError`` naming the lost task(s)
-  when this process's cluster lost one (see ``failures.explain``)."""
-  return failures.explain(error, _watchdog)
+  that caused it (see ``causes``)."""
+  return causes.explain(error, _watchdog)
 
 
 def _on_lost(task: failures.LostTask) -> None:
@@ -319,7 +320,7 @@ def _start_watchdog(client: ClusterClient,
   _watchdog = failures.Watchdog(client.spec, client.served_tasks,
                                 float(task_timeout), _on_lost).start()
   if not _hook_installed:
-    failures.install_excepthook(watchdog)
+    causes.install_excepthook(watchdog)
     _hook_installed = True
 
 
@@ -366,7 +367,10 @@ def tell_servers_done(timeout: float = SAY_DONE_TIMEOUT) -> list[str]:
     if not addresses.accepts(client.spec.task_address(job, index)):
       return
     try:
-      _say_done(client, job, index)
+      try:
+        _say_done(client, job, index)
+      except tf.errors.UnavailableError:  # a channel shut while it was
+        _say_done(client, job, index)     # lost: the next op connects anew
       told.append(f"/job:{job}/task:{index}")
     except (tf.errors.OpError, RuntimeError) as e:
       logs.logger().warning("could not tell /job:%s/task:%d the job is "

@@ -2,22 +2,28 @@
 
 The supervisor (``supervise``, this process; it imports no TensorFlow)
 runs the program as a child process, ``python -m compat_distribute run
-SCRIPT ARGS``, and tells two endings apart by the child's exit status:
+SCRIPT ARGS``, and tells its endings apart:
 
-* ``LOST_STATUS`` (75, ``EX_TEMPFAIL``: "try again later"): the program
-  ended on an uncaught TensorFlow error of the family a lost or stalled
-  task raises -- ``tf.errors.UnavailableError`` (connection closed or
-  refused, the named lost-task error of ``cluster.remote``),
+* a lost task: the program ended on an uncaught TensorFlow error of the
+  family a lost or stalled task raises -- ``tf.errors.UnavailableError``
+  (connection closed or refused, the named ``TaskLostError``),
   ``DeadlineExceededError`` (no answer in time) or ``AbortedError`` --
   found on the exception or its ``__cause__`` / ``__context__`` chain
-  (``is_task_loss``).  The child runner maps it to 75 (``child_status``;
-  only under a supervisor: a plain ``run`` keeps status 1);
-  the supervisor waits, bounded and naming the tasks that do not answer,
-  until every worker and ps task of ``TF_CONFIG`` accepts connections
-  again, logs the restart and starts a NEW child process.  At most ``N``
-  times; then it gives up with a message and the status 75.
-* any other status (the program's own failure, ``sys.exit(code)``, 0):
-  passed through as it is, no restart.
+  (``is_task_loss``).  The child's runner, not the program, then writes
+  what was lost into a file the supervisor named (``LOSS_FILE_VARIABLE``;
+  the runner takes the name out of the environment before the program
+  runs, ``take_loss_file``) and exits with ``LOST_STATUS`` (75,
+  ``EX_TEMPFAIL``: "try again later"; ``child_status``; only under a
+  supervisor: a plain ``run`` keeps status 1).  Only both together are a
+  lost task: the supervisor waits, bounded and naming the tasks that do
+  not answer, until every worker and ps task of ``TF_CONFIG`` accepts
+  connections again, logs the restart and starts a NEW child process.  At
+  most ``N`` times; then it gives up with a message and the status 75.
+* any other end: passed through, no restart -- the program's own status
+  (0, 1 for an uncaught exception, ``sys.exit(code)``, also its own
+  ``sys.exit(75)``, said as such), or, for a child killed by signal n
+  (SIGKILL, the OOM killer, a crash), 128 + n, as a shell reports it
+  (``exit_status``): a killed program is not a lost task.
 
 A child that will be restarted does not tell the ``serve`` tasks that the
 job is done (they wait for the chief to come back, ``serve
@@ -27,10 +33,12 @@ supervisor stops the child (SIGINT, so it ends as on Ctrl-C and tells
 the tasks it is done; SIGKILL after ``STOP_GRACE`` seconds) and ends with 128 + the signal's number, never restarting.
 
 >>> plan = RestartPlan(max_restarts=2)
->>> plan.decide(0, restarts_done=0), plan.decide(1, 0), plan.decide(75, 0)
-('done', 'done', 'restart')
->>> plan.decide(LOST_STATUS, restarts_done=2)
+>>> plan.decide(0, False, 0), plan.decide(75, True, 0), plan.decide(75, False, 0)
+('done', 'restart', 'done')
+>>> plan.decide(LOST_STATUS, True, restarts_done=2)
 'give up'
+>>> exit_status(-9), exit_status(3)
+(137, 3)
 """
 from __future__ import annotations
 
@@ -74,11 +82,18 @@ class RestartPlan:
   task_wait: float = DEFAULT_TASK_WAIT
   checkpoint_dir: Optional[str] = None
 
-  def decide(self, status: int, restarts_done: int) -> str:
-    """``'restart'``, ``'give up'`` (lost, no restart left) or ``'done'``."""
-    if status != LOST_STATUS:
+  def decide(self, status: int, lost: bool, restarts_done: int) -> str:
+    """``'restart'``, ``'give up'`` (lost, no restart left) or ``'done'``;
+    ``lost``: the child's runner said it ended on a lost task."""
+    if status != LOST_STATUS or not lost:
       return "done"
     return "restart" if restarts_done < self.max_restarts else "give up"
+
+
+def exit_status(returncode: int) -> int:
+  """``run``'s exit status for a child's ``returncode``: a signal's
+  (``-n``) as a shell gives it, 128 + n."""
+  return 128 - returncode if returncode < 0 else returncode
 
 
 # --- the child's side (runs inside ``python -m compat_distribute run``) ---
@@ -120,15 +135,28 @@ def restart_number(environ: Optional[dict] = None) -> tuple[int, int]:
     return 0, 0
 
 
+# The supervisor's loss file, out of the environment (``take_loss_file``).
+_loss_file: list[str] = []
+
+
+def take_loss_file() -> None:
+  """Takes the name of the file a lost task is written into out of the
+  environment, before the program runs: neither the program nor the
+  processes it starts see it, so only this runner writes the file."""
+  name = os.environ.pop(LOSS_FILE_VARIABLE, None)
+  _loss_file[:] = [name] if name else []
+
+
 def child_status(error: BaseException) -> Optional[int]:
   """The exit status for a program that raised ``error``, run by a
   supervisor: ``LOST_STATUS`` for a lost task (its description written
-  where the supervisor reads it), else None (also when no supervisor runs
-  this process).  When a restart will follow, the ``serve`` tasks are not
-  told the job is done."""
+  where the supervisor reads it, which together with the status tells it
+  to restart), else None (also when no supervisor runs this process).
+  When a restart will follow, the ``serve`` tasks are not told the job
+  is done."""
   if RESTART_VARIABLE not in os.environ or not is_task_loss(error):
     return None
-  loss_file = os.environ.get(LOSS_FILE_VARIABLE)
+  loss_file = (_loss_file or [os.environ.get(LOSS_FILE_VARIABLE)])[0]
   if loss_file:
     first_line = _telling_line(str(error))
     with open(loss_file, "w") as f:
@@ -250,14 +278,15 @@ def supervise(script: str, args: Sequence[str], plan: RestartPlan,
       if plan.checkpoint_dir:
         env[CHECKPOINT_VARIABLE] = os.path.abspath(plan.checkpoint_dir)
       child = subprocess.Popen(list(command), env=env, start_new_session=True)
-      status = _wait_child(child, stop)
+      status = exit_status(_wait_child(child, stop))
       if stop:
         say(f"stopped by signal {stop[0]}; not restarting")
         return 128 + stop[0]
-      decision = plan.decide(status, restarts)
-      if decision == "done":
-        return status
       loss = _read_loss(loss_file)
+      decision = plan.decide(status, bool(loss), restarts)
+      if decision == "done":
+        _say_final(status, child.returncode)
+        return status
       gone = [t for t in tasks if not addresses.accepts(t[1])]
       what = (f"{loss.get('error', 'a lost cluster task')} (not answering "
               f"now: {_names(gone) or 'none'})")
@@ -292,14 +321,27 @@ def supervise(script: str, args: Sequence[str], plan: RestartPlan,
     os.rmdir(workdir)
 
 
+def _say_final(status: int, returncode: int) -> None:
+  """Says why an end that looks like a loss is final."""
+  if returncode < 0:
+    say(f"the program was killed by signal {-returncode}: not a lost "
+        f"cluster task; not restarting, exit status {status}")
+  elif status == LOST_STATUS:
+    say(f"the program exited with status {LOST_STATUS} itself, not on a "
+        "lost cluster task (the runner did not report one); not restarting")
+
+
 def _read_loss(loss_file: str) -> dict:
+  """What the child's runner wrote of a lost task (removed once read);
+  empty when it wrote nothing."""
   try:
     with open(loss_file) as f:
       loss = json.load(f)
-    os.remove(loss_file)
-    return loss
   except (OSError, ValueError):
-    return {}
+    loss = {}
+  if os.path.exists(loss_file):
+    os.remove(loss_file)
+  return loss if isinstance(loss, dict) and loss else {}
 
 
 def _wait_child(child: subprocess.Popen, stop: list[int]) -> int:

@@ -23,15 +23,23 @@ from compat_distribute import __main__ as runner
 from compat_distribute.cluster import supervisor
 import support
 
-# A child that records its restart number and ends with the status given
-# for that run (the last one repeated).
+# A child that records its restart number and ends as given for that run
+# (the last one repeated): a number is its own exit status; "lost" ends as
+# the runner ends a program on a lost task (what was lost written into the
+# supervisor's file, status 75); "killed" and "lost-killed" (after
+# writing that file) die by SIGKILL.
 CHILD = textwrap.dedent("""\
-    import os, sys
+    import json, os, signal, sys
     with open(sys.argv[1], "a") as f:
       f.write(os.environ["COMPAT_DISTRIBUTE_RESTART"] + "\\n")
     runs = sum(1 for _ in open(sys.argv[1]))
-    statuses = [int(s) for s in sys.argv[2:]]
-    sys.exit(statuses[min(runs, len(statuses)) - 1])
+    how = sys.argv[2:][min(runs, len(sys.argv) - 2) - 1]
+    if how.startswith("lost"):
+      with open(os.environ["COMPAT_DISTRIBUTE_LOSS_FILE"], "w") as f:
+        json.dump({"error": "UnavailableError: Socket closed", "time": 0}, f)
+    if how.endswith("killed"):
+      os.kill(os.getpid(), signal.SIGKILL)
+    sys.exit(75 if how == "lost" else int(how))
     """)
 
 
@@ -68,7 +76,7 @@ def supervise(tmp_path, statuses, max_restarts, monkeypatch, addresses,
 @pytest.mark.subprocess
 def test_lost_task_restarts_until_the_program_ends(tmp_path, monkeypatch,
                                                    capfd, listening):
-  status, runs = supervise(tmp_path, [75, 75, 0], 3, monkeypatch,
+  status, runs = supervise(tmp_path, ["lost", "lost", 0], 3, monkeypatch,
                            [listening, listening])
   assert status == 0
   assert runs == ["0/3", "1/3", "2/3"]
@@ -88,13 +96,37 @@ def test_the_programs_own_failure_is_final_with_its_status(
 
 
 @pytest.mark.subprocess
+@pytest.mark.parametrize("how, status, said", [
+    pytest.param(75, 75, "the program exited with status 75 itself, not on "
+                 "a lost cluster task (the runner did not report one); not "
+                 "restarting", id="own 75"),
+    pytest.param("killed", 137, "the program was killed by signal 9: not a "
+                 "lost cluster task; not restarting, exit status 137",
+                 id="killed"),
+    pytest.param("lost-killed", 137, "the program was killed by signal 9",
+                 id="lost-killed"),
+])
+def test_an_end_the_runner_did_not_report_as_lost_is_final(
+    tmp_path, monkeypatch, capfd, listening, how, status, said):
+  """Not restarted, and said why: the program's own sys.exit(75) (status
+  75 without the runner's report); a program killed by SIGKILL (the OOM
+  killer, kill -9), 128 + 9 as a shell reports it (not 256 - 9), also
+  after the runner reported a lost task."""
+  assert supervise(tmp_path, [how, 0], 3, monkeypatch,
+                   [listening, listening]) == (status, ["0/3"])
+  err = capfd.readouterr().err
+  assert said in err
+  assert "restart 1" not in err
+
+
+@pytest.mark.subprocess
 def test_gives_up_after_max_restarts_with_a_clear_message(
     tmp_path, monkeypatch, capfd, listening):
-  status, runs = supervise(tmp_path, [75], 2, monkeypatch,
+  status, runs = supervise(tmp_path, ["lost"], 2, monkeypatch,
                            [listening, listening])
   assert (status, runs) == (75, ["0/2", "1/2", "2/2"])
-  assert ("because a cluster task was lost: a lost cluster task (not "
-          "answering now: none); giving up after 2 restart(s) "
+  assert ("because a cluster task was lost: UnavailableError: Socket closed "
+          "(not answering now: none); giving up after 2 restart(s) "
           "(--max-restarts 2); exit status 75") in capfd.readouterr().err
 
 
@@ -105,8 +137,8 @@ def test_a_task_that_does_not_answer_is_named_and_ends_the_restarts(
     probe.bind(("127.0.0.1", 0))
     dead = f"127.0.0.1:{probe.getsockname()[1]}"
   started = time.monotonic()
-  status, runs = supervise(tmp_path, [75], 3, monkeypatch, [listening, dead],
-                           task_wait=0.5)
+  status, runs = supervise(tmp_path, ["lost"], 3, monkeypatch,
+                           [listening, dead], task_wait=0.5)
   assert (status, runs) == (75, ["0/3"])
   assert time.monotonic() - started < 30
   err = capfd.readouterr().err
@@ -157,6 +189,43 @@ def test_a_stop_signal_stops_the_child_and_does_not_restart(tmp_path,
     os.kill(int(pids[0]), 0)
 
 
+# A program run by ``run --max-restarts 1``: its first run ends as the
+# test says, a restart prints "restarted" and ends with 0.
+ENDS = {
+    "lost": "raise tf.errors.UnavailableError(None, None, 'Socket closed')",
+    "own 75": "sys.exit(75)",
+    "unrelated": "raise tf.errors.InvalidArgumentError(None, None, 'shape')",
+    "interrupted": "raise KeyboardInterrupt",
+}
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("end, status, runs", [
+    ("lost", 0, 2), ("own 75", 75, 1), ("unrelated", 1, 1),
+    ("interrupted", 130, 1)])
+def test_run_restarts_only_what_its_runner_says_was_lost(tmp_path, end,
+                                                         status, runs):
+  """The whole way: ``python -m compat_distribute run --max-restarts 1``,
+  its child runner and the program."""
+  script = tmp_path / "program.py"
+  script.write_text(textwrap.dedent(f"""\
+      import os, sys
+      import tensorflow as tf
+      print("run", os.environ["{supervisor.RESTART_VARIABLE}"], flush=True)
+      if os.environ["{supervisor.RESTART_VARIABLE}"].startswith("0/"):
+        {ENDS[end]}
+      print("restarted")
+      """))
+  result = subprocess.run(
+      [sys.executable, "-m", "compat_distribute", "run", "--max-restarts",
+       "1", str(script)], capture_output=True, text=True, timeout=300,
+      env={**os.environ, "PYTHONPATH": str(support.ROOT), "TF_CONFIG": ""})
+  assert result.returncode == status, result.stderr[-3000:]
+  assert result.stdout.count("\nrun ") + result.stdout.startswith("run ") \
+      == runs, result.stdout
+  assert ("restarted" in result.stdout) == (runs == 2)
+
+
 @pytest.mark.parametrize("error, status", [
     (tf.errors.UnavailableError(None, None, "recvmsg: reset"), 75),
     (tf.errors.DeadlineExceededError(None, None, "no answer"), 75),
@@ -171,7 +240,10 @@ def test_the_runner_maps_a_lost_task_to_its_own_status(tmp_path, capsys,
   loss = tmp_path / "loss.json"
   monkeypatch.setenv(supervisor.LOSS_FILE_VARIABLE, str(loss))
   script = tmp_path / "raises.py"
-  script.write_text("import builtins\nraise builtins.ERROR\n")
+  # The program (and what it starts) does not see the loss file's name.
+  script.write_text("import builtins, os\n"
+                    f"assert {supervisor.LOSS_FILE_VARIABLE!r} not in "
+                    "os.environ\nraise builtins.ERROR\n")
   monkeypatch.setattr("builtins.ERROR", error, raising=False)
   assert runner.run_script(str(script)) == status
   assert type(error).__name__ in capsys.readouterr().err

@@ -18,6 +18,7 @@ import sys
 import pytest
 
 from compat_distribute.cluster import local as local_cluster
+import support
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.cluster]
 
@@ -27,10 +28,7 @@ TIMEOUT = 300  # seconds for a worker; a busy 2-core run took 50 s
 
 
 def program(name: str) -> str:
-  match = re.search(rf"^```python\n(# {re.escape(name)}\n.*?)^```$", PAGE,
-                    re.M | re.S)
-  assert match, f"docs/cluster.md has no program {name}"
-  return match.group(1)
+  return support.doc_program("cluster.md", name)
 
 
 def test_the_page_shows_what_the_workers_print():

@@ -7,9 +7,22 @@ imports these as ``from support import keras`` or
 
 >>> (TESTS.name, FIXTURES.parent == TESTS, ROOT == TESTS.parent)
 ('tests', True, True)
+>>> doc_program("cluster.md", "train_fit.py").splitlines()[0]
+'# train_fit.py'
 """
 import pathlib
+import re
 
 TESTS = pathlib.Path(__file__).resolve().parent.parent
 ROOT = TESTS.parent
 FIXTURES = TESTS / "fixtures"
+
+
+def doc_program(page: str, name: str) -> str:
+  """The ```python block of ``docs/page`` whose first line is ``# name``,
+  as printed there."""
+  text = (ROOT / "docs" / page).read_text()
+  match = re.search(rf"^```python\n(# {re.escape(name)}\n.*?)^```$", text,
+                    re.M | re.S)
+  assert match, f"docs/{page} has no program {name}"
+  return match.group(1)

@@ -1,4 +1,5 @@
-"""A TF2 cluster that loses a task mid-training names it.
+"""A TF2 cluster that loses a task mid-training names it; a program that
+catches the error can retry.
 
 A custom training loop runs as the chief of a loopback cluster (2 workers,
 1 ps, each ``serve``); once it has trained a few steps, one task is lost:
@@ -40,7 +41,7 @@ STRATEGY = {"run": "tf.distribute.experimental.CentralStorageStrategy()",
             "python": "__import__('compat_distribute.v2').v2.experimental."
                       "CentralStorageStrategy()"}
 
-PROGRAM = """\
+SETUP = """\
 import sys
 
 import numpy as np
@@ -79,6 +80,8 @@ def train_step(iterator):
 
 
 iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+"""
+PROGRAM = SETUP + """\
 step = 0
 while True:
   loss = train_step(iterator)
@@ -86,6 +89,28 @@ while True:
     print(f"step {{step}}: loss {{float(loss):.6f}}", flush=True)
   step += 1
 """
+
+# docs/cluster.md's retrying.py around each step; the step says what it
+# caught.
+RETRYING = SETUP + """\
+from retrying import run_retrying
+
+
+def step(iterator):
+  try:
+    return train_step(iterator)
+  except tf.errors.UnavailableError as e:
+    print(f"caught {{type(e).__module__}}.{{type(e).__name__}}", flush=True)
+    raise
+
+
+for n in range({steps}):
+  loss = run_retrying(step, iterator)
+  if n % 10 == 0:
+    print(f"step {{n}}: loss {{float(loss):.6f}}", flush=True)
+print(f"trained {{n + 1}} steps", flush=True)
+"""
+STEPS = 40
 
 SIGNALS = {"kill": signal.SIGKILL, "exit": signal.SIGTERM,
            "stop": signal.SIGSTOP}
@@ -148,3 +173,66 @@ def test_lost_task_is_named_and_the_chief_ends(tmp_path, job, index, how,
     assert other.returncode == 0 and not other.timed_out, (
         task, other.returncode, other.stdout[-1000:])
     assert "the chief says its job is done" in other.stdout
+
+
+@pytest.mark.parametrize("how", ["stop", "kill"])
+def test_a_program_that_catches_the_error_retries_in_the_same_process(
+    tmp_path, how):
+  """docs/cluster.md's ``retrying.py`` (run_retrying: a step again after
+  each ``UnavailableError``) around a custom loop's step, under ``run``.
+  Worker 1 is lost; once the program caught TensorFlow's own
+  ``UnavailableError`` it comes back:
+
+  * stopped (SIGSTOP), then continued -- the same process: the watchdog
+    finds it answering, stops shutting its connections, a retry goes
+    through and the program trains to its end; every task is told done;
+  * killed, then started again -- a new process, which has none of the
+    program's state: the retry fails with TensorFlow's ``AbortedError``
+    (the worker "was probably restarted"), which the program does not
+    catch; it ends as the ``TaskLostError`` naming worker 1.
+  """
+  (tmp_path / "retrying.py").write_text(
+      support.doc_program("cluster.md", "retrying.py"))
+  script = tmp_path / "train.py"
+  script.write_text(RETRYING.format(strategy=STRATEGY["run"], steps=STEPS))
+  with local_served.ServedCluster(2, 1, env=ENV) as cluster:
+    server = cluster.servers[("worker", 1)]
+    try:
+      chief = cluster.start_chief(str(script))
+      wait_for(chief, "step 10:", 180)
+      if how == "stop":
+        os.kill(server.pid, signal.SIGSTOP)
+      else:
+        cluster.kill_server("worker", 1)
+      wait_for(chief, "caught ", BOUND)
+      if how == "stop":
+        os.kill(server.pid, signal.SIGCONT)
+      else:
+        cluster.start_server("worker", 1)
+      result = cluster.collect(chief, BOUND + 120)
+      servers = cluster.wait_servers(60) if how == "stop" else {}
+    finally:
+      if how == "stop" and server.returncode is None:
+        os.kill(server.pid, signal.SIGCONT)  # left stopped by a failure
+  assert not result.timed_out, result.stderr[-3000:]
+  assert ("caught tensorflow.python.framework.errors_impl.UnavailableError"
+          in result.stdout), result.stdout
+  address = cluster.cluster["worker"][1]
+  assert (f"cluster task /job:worker/task:1 at {address} answers again"
+          in result.stderr), result.stderr[-3000:]
+  if how == "stop":
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"trained {STEPS} steps" in result.stdout
+    assert "TaskLostError" not in result.stderr
+    for task, ended in servers.items():
+      assert ended.returncode == 0, (task, ended.stdout[-1000:])
+      assert "the chief says its job is done" in ended.stdout
+  else:
+    assert result.returncode == 1 and "trained" not in result.stdout
+    assert "errors_impl.AbortedError: " in result.stderr
+    assert "was restarted" in result.stderr or (
+        "was probably restarted" in result.stderr)
+    named = [line for line in result.stderr.splitlines() if line.startswith(
+        "compat_distribute.cluster.failures.TaskLostError: Lost cluster "
+        f"task /job:worker/task:1 at {address}: ")]
+    assert len(named) == 1, result.stderr[-3000:]

@@ -15,8 +15,6 @@ differs, so the weights agree to float32 round-off (``rtol=1e-5``).
 Slow (each cluster is 4 TensorFlow processes): marked ``cluster``.
 """
 import json
-import os
-import re
 import sys
 import time
 
@@ -30,7 +28,6 @@ import support
 pytestmark = [pytest.mark.cluster, pytest.mark.subprocess]
 
 ROOT = str(support.ROOT)
-DOC = os.path.join(ROOT, "docs", "cluster.md")
 TIMEOUT = 240
 ENV = {"PYTHONPATH": ROOT, "COMPAT_DISTRIBUTE_CLUSTER_WAIT": "60"}
 CONSTRUCTOR = "tf.distribute.experimental.CentralStorageStrategy()"
@@ -43,11 +40,7 @@ LOCAL_PROLOGUE = (
 
 def doc_program(name):
   """The ```python block of docs/cluster.md whose first line is ``# name``."""
-  text = open(DOC).read()
-  for block in re.findall(r"```python\n(.*?)```", text, re.S):
-    if block.startswith(f"# {name}\n"):
-      return block
-  raise AssertionError(f"docs/cluster.md has no program {name}")
+  return support.doc_program("cluster.md", name)
 
 
 def write_programs(tmp_path, name):
