@@ -44,7 +44,7 @@ LAYERS = (
     ("cluster",),
     ("estimator",),
     ("v1", "v2"),
-    ("command_line",),
+    ("command_line", "runner"),
     ("demo",),
     ("install",),
     ("__init__", "__main__"),
