@@ -205,9 +205,9 @@ def _decide(program: program_look.Program, keras: Optional[str],
   if source is not None:
     with open(source, "rb") as f:
       own = script_keras_setting(f.read(program_look.MAX_BYTES))
-    if own is not None:
-      return None, (f"the program sets {LEGACY_KERAS_VARIABLE}={own!r} "
-                    "itself"), 1, None
+    if own is not None:  # set in advance: no change from plain python
+      return "2" if own in TRUE_WORDS else None, (
+          f"the program sets {LEGACY_KERAS_VARIABLE}={own!r} itself"), 1, None
   if legacy is not None:
     return None, (f"{LEGACY_KERAS_VARIABLE}={legacy} is set by the "
                   "environment: TensorFlow's choice"), 0, None
