@@ -50,6 +50,7 @@ import sys
 from typing import MutableMapping, Optional
 
 from compat_distribute.runner import program_look
+from compat_distribute.runtime import errors
 from compat_distribute.runtime import logs
 
 OVERRIDE_VARIABLE = "COMPAT_DISTRIBUTE_KERAS"
@@ -59,6 +60,15 @@ CHOICES = ("2", "3", "auto")
 # TensorFlow's reading of TF_USE_LEGACY_KERAS: these select tf-keras.
 TRUE_WORDS = ("1", "true", "True")
 PREFIX = "compat_distribute run: "
+
+
+class KerasChoiceError(errors.Error, ValueError):
+  """A ``keras`` argument that is not one of ``run --keras``'s values."""
+
+  def __init__(self, value: object) -> None:
+    super().__init__(
+        f"keras must be '2', '3' or 'auto' (as run --keras 2|3|auto), or None "
+        f"to read {OVERRIDE_VARIABLE}; got {value!r}")
 
 
 class Choice:
@@ -247,7 +257,13 @@ def choose(program: program_look.Program, keras: Optional[str] = None,
 
   Returns:
     The ``Choice`` (``undo()`` puts the environment back).
+
+  Raises:
+    KerasChoiceError: ``keras`` is none of the above (a caller's mistake,
+      before anything is decided).
   """
+  if keras is not None and keras not in CHOICES:
+    raise KerasChoiceError(keras)
   environ = os.environ if environ is None else environ
   try:
     wanted, reason, files, line = _decide(program, keras, environ)

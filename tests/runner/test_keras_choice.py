@@ -18,6 +18,7 @@ import types
 import pytest
 import tensorflow as tf
 
+import compat_distribute
 from compat_distribute.runner import evidence as evidence_lib
 from compat_distribute.runner import keras_choice
 from compat_distribute.runner import program_look
@@ -434,3 +435,23 @@ def test_the_module_program_is_found_without_running_it(tmp_path,
       program_look.module_program("app")) == (
           "app/__main__.py:1: import tensorflow_estimator", 2, False)
   assert program_look.module_program("no_such_module").source is None
+
+
+def test_with_one_keras_only_an_explicit_choice_says_it_changes_nothing(
+    tmp_path, monkeypatch, capsys):
+  monkeypatch.setattr(keras_choice, "two_kerases", lambda: False)
+  script = _estimator_script(tmp_path)
+  for keras, said in ((None, ""), ("auto", ""), ("2", (
+      "compat_distribute run: --keras 2 changes nothing here: tf.keras has "
+      "one Keras only (TensorFlow before 2.16, or tf-keras not installed)\n"))):
+    environ = {}
+    choice = keras_choice.choose_for_script(script, environ, keras=keras)
+    assert choice.keras is None and environ == {}
+    assert capsys.readouterr().err == said
+
+
+def test_a_keras_value_the_flag_refuses_is_refused():
+  with pytest.raises(ValueError, match=r"keras must be '2', '3' or 'auto' "
+                     r"\(as run --keras 2\|3\|auto\).*got 'keras2'") as caught:
+    keras_choice.choose_for_script("main.py", {}, keras="keras2")
+  assert isinstance(caught.value, compat_distribute.Error)

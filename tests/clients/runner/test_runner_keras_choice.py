@@ -173,8 +173,7 @@ def test_programs_that_only_mention_estimator_keep_keras_3(tmp_path, name):
 
 @needs_estimator
 def test_layer_subclass_and_seed_before_estimator_get_keras_2(tmp_path):
-  code, report, err = _run(tmp_path, LAYER_THEN_ESTIMATOR + REPORT,
-                           **{keras_choice.EXPLAIN_VARIABLE: "1"})
+  code, report, err = _run(tmp_path, LAYER_THEN_ESTIMATOR + REPORT)
   assert code == 0, err
   _assert_keras(report, want_2=True)
   _assert_keras_2_said(err, f"{tmp_path}/program.py:12: tf.estimator")
@@ -394,3 +393,17 @@ def test_the_estimator_pages_keras_commands_print_what_it_shows(tmp_path):
     assert result.returncode == 0, (command, result.stderr[-3000:])
     printed += _said(result.stderr) + result.stdout.splitlines()
   assert printed == shown.strip().splitlines()
+
+
+def test_run_help_and_the_readme_name_the_flag_and_the_variable(capsys):
+  runner = importlib.import_module("compat_distribute.__main__")
+  assert runner.main(["run", "--help"]) == 0
+  usage = " ".join(capsys.readouterr().out.split())
+  for text in ("run --keras 2|3|auto SCRIPT|-m MODULE", "-m MODULE",
+               "--keras 2|3|auto which Keras tf.keras is",
+               "or auto (the default)", "overrides COMPAT_DISTRIBUTE_KERAS"):
+    assert text in usage, text
+  readme = " ".join((support.ROOT / "README.md").read_text().split())
+  for text in ("`run --keras 2`, `--keras 3` or `--keras auto` (the default)",
+               "`COMPAT_DISTRIBUTE_KERAS`", "`run -m package.module ...`"):
+    assert text in readme, text
