@@ -215,13 +215,13 @@ class Evaluator:
     return True
 
   def _bool_op(self, node: ast.BoolOp) -> object:
+    # Its truth (all a branch needs): one false part makes ``and`` false,
+    # one true part makes ``or`` true, whatever the others are.
     truths = [self.truth(v) for v in node.values]
-    stop = isinstance(node.op, ast.Or)  # the value that decides
-    if stop in truths:
-      # Python stops at the first deciding value: known if all before it are.
-      first = truths.index(stop)
-      return stop if None not in truths[:first] else UNKNOWN
-    return UNKNOWN if None in truths else not stop
+    decides = isinstance(node.op, ast.Or)
+    if decides in truths:
+      return decides
+    return UNKNOWN if None in truths else not decides
 
   def _subscript(self, node: ast.Subscript) -> object:
     base = self._value(node.value)

@@ -269,7 +269,19 @@ GUARDED = "import tensorflow as tf\n{imports}\nif {test}:\n  {use}\n"
      "TF_VERSION.major == 2 and TF_VERSION.minor <= 15", False),
     ("from tensorflow import __version__ as tf_version",
      'tf_version < "2.16"', False),
-    ("from typing import TYPE_CHECKING", "TYPE_CHECKING", False),
+    ("import tensorflow.compat.v1 as tf1", "tf1.VERSION < '2.16'", False),
+    ("from distutils.version import StrictVersion",
+     "StrictVersion(tf.__version__) >= StrictVersion('2.16.0')", True),
+    ("import pkg_resources",
+     "pkg_resources.parse_version(tf.__version__).micro >= 0 and "
+     "pkg_resources.parse_version(tf.__version__) < "
+     "pkg_resources.parse_version('2.16')", False),
+    ("from typing import TYPE_CHECKING", "TYPE_CHECKING", (False, False)),
+    ("import typing", "typing.TYPE_CHECKING", (False, False)),
+    # One part decides, the other unknown.
+    ("import sys", "len(sys.argv) > 1 and tf.__version__ < '2.16'", False),
+    ("import sys", "tf.__version__ >= '2.16' or len(sys.argv) > 1",
+     (True, None)),
     # Not worked out: both branches count.
     ("import sys", "sys.argv[1] == 'old'", None),
     ("", "tf.__version__ < OTHER", None),
@@ -278,27 +290,31 @@ GUARDED = "import tensorflow as tf\n{imports}\nif {test}:\n  {use}\n"
                                  "est = tf.estimator.Estimator"])
 def test_code_the_running_tensorflow_cannot_reach_is_not_a_use(
     imports, test, on_2_21, use):
+  """``on_2_21``: whether the branch runs on TensorFlow 2.21 (None: not
+  worked out), or (on 2.21, on 2.15) where 2.15 is not simply the other
+  way."""
+  on_2_21, on_2_15 = on_2_21 if isinstance(on_2_21, tuple) else (
+      on_2_21, None if on_2_21 is None else not on_2_21)
   source = GUARDED.format(imports=imports, test=test, use=use).encode()
   line = source.decode().count("\n")
   what = use if use.startswith("import") else "tf.estimator"
   found = evidence(source, tf_version="2.21.0")
   assert found == (None if on_2_21 is False else f"line {line}: {what}")
-  # On TensorFlow 2.15 the same test goes the other way; unknown version:
-  # every branch counts.
-  on_2_15 = None if on_2_21 is None else not on_2_21
   assert evidence(source, tf_version="2.15.1") == (
-      None if on_2_15 is False or test == "TYPE_CHECKING" else
-      f"line {line}: {what}")
+      None if on_2_15 is False else f"line {line}: {what}")
+  # An unknown version: every branch that reads it counts.
   assert evidence(source) == (
-      None if test == "TYPE_CHECKING" else f"line {line}: {what}")
+      None if "TYPE_CHECKING" in test else f"line {line}: {what}")
 
 
 def test_the_else_branch_and_an_if_expression_follow_the_version():
   source = (b"import tensorflow as tf\n"
             b"if tf.__version__ < '2.16':\n  import tensorflow_estimator\n"
+            b"elif tf.__version__ < '2.17':\n  est = tf.estimator\n"
             b"else:\n  import keras\n"
             b"est = tf.estimator if tf.__version__ < '2.16' else None\n")
   assert evidence(source, tf_version="2.21.0") is None
+  assert evidence(source, tf_version="2.16.2") == "line 5: tf.estimator"
   assert evidence(source, tf_version="2.15.1") == (
       "line 3: import tensorflow_estimator")
 
