@@ -27,11 +27,12 @@ error line and exits with status 2; ``--help`` texts are plain text.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import runpy
 import sys
 import traceback
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from compat_distribute.cluster import lifetime
 from compat_distribute.cluster import supervisor
@@ -156,8 +157,7 @@ def run_module(module: str, args: Sequence[str] = (),
 
   missing: list[str] = []  # python -m's words for a module it cannot run
 
-  def run() -> None:
-    import importlib.util  # pylint: disable=g-import-not-at-top
+  def run() -> None:  # after install(): a package's __init__ runs here
     try:
       spec = importlib.util.find_spec(module)
     except ModuleNotFoundError as e:  # a package of the name is missing
@@ -181,7 +181,8 @@ def run_module(module: str, args: Sequence[str] = (),
   return status
 
 
-def _run_program(program, argv: list[str], path0: str, run, keras) -> int:
+def _run_program(program: object, argv: list[str], path0: str,
+                 run: Callable[[], object], keras: Optional[str]) -> int:
   """``run()`` with the Keras chosen for ``program``, the shim installed,
   ``sys.argv`` = ``argv`` and ``sys.path[0]`` = ``path0``; returns the
   status (see ``run_script``)."""
