@@ -16,6 +16,7 @@ setup(
         "compat_distribute.estimator",
         "compat_distribute.input",
         "compat_distribute.replicas",
+        "compat_distribute.runner",
         "compat_distribute.runtime",
         "compat_distribute.strategies",
         "compat_distribute.values",

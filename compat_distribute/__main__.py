@@ -1,15 +1,19 @@
 """Command line: ``python -m compat_distribute run|demo ...``.
 
-``run [--max-restarts N] [--task-wait S] [--checkpoint-dir DIR] script.py [args...]``
+``run [--keras 2|3|auto] [--max-restarts N] [--task-wait S] [--checkpoint-dir DIR] script.py|-m module [args...]``
     Runs an unmodified script exactly as ``python script.py [args...]`` would
     (``sys.argv``, ``__name__ == "__main__"``, ``sys.path[0]``, exit code),
+    or a module as ``python -m module [args...]`` would,
     with ``compat_distribute.install()`` in effect, so TensorFlow's
     ``OneDeviceStrategy`` and ``CentralStorageStrategy`` names (v1 and v2)
     and the v1 ``ParameterServerStrategy`` are the shim's, in every
     spelling.  With ``--max-restarts N``, a script that ends on a lost
     cluster task (an uncaught ``tf.errors.UnavailableError``,
     ``DeadlineExceededError`` or ``AbortedError``) is run again in a new
-    process, at most N times (``cluster.supervisor``).
+    process, at most N times (``cluster.supervisor``).  Before the
+    program's first line, ``runner.keras_choice`` chooses which Keras
+    ``tf.keras`` is (``--keras``; auto: Keras 2 for a program that uses
+    Estimator).
 ``serve [--client-wait SECONDS] [--chief-return-wait SECONDS]``
     Runs this task's TensorFlow server (a ``worker`` or ``ps`` of
     ``TF_CONFIG``) for a ``CentralStorageStrategy`` program whose ``chief``
@@ -23,11 +27,12 @@ error line and exits with status 2; ``--help`` texts are plain text.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import runpy
 import sys
 import traceback
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from compat_distribute.cluster import addresses
 from compat_distribute.cluster import lifetime
@@ -36,8 +41,10 @@ from compat_distribute.cluster import supervisor
 PROG = "python -m compat_distribute"
 SHORT_USAGE = f"""\
 usage: {PROG} run SCRIPT [ARGS...]
+       {PROG} run -m MODULE [ARGS...]
+       {PROG} run --keras 2|3|auto SCRIPT|-m MODULE [ARGS...]
        {PROG} run --max-restarts N [--task-wait SECONDS]
-           [--checkpoint-dir DIR] SCRIPT [ARGS...]
+           [--checkpoint-dir DIR] [--keras 2|3|auto] SCRIPT|-m MODULE [ARGS...]
        {PROG} serve [--client-wait SECONDS] [--chief-return-wait SECONDS]
        {PROG} demo [FLAGS...]
 """
@@ -49,6 +56,14 @@ USAGE = f"""\
         replaced by compat_distribute's, in every spelling; with TF_CONFIG
         naming this task 'chief', a TF2 CentralStorageStrategy runs on the
         cluster's workers and ps tasks
+    -m MODULE              run the module MODULE as 'python -m MODULE ARGS...'
+                           does (the current folder first on sys.path)
+    --keras 2|3|auto       which Keras tf.keras is, where TensorFlow 2.16+
+                           has both Keras 3 and tf-keras: 2 (tf-keras), 3,
+                           or auto (the default): Keras 2 for a program
+                           that uses Estimator, read from its sources before
+                           it starts; a change is said in one line on
+                           stderr; overrides COMPAT_DISTRIBUTE_KERAS
     --max-restarts N       when the script ends because a cluster task
                            was lost (an uncaught UnavailableError,
                            DeadlineExceededError or AbortedError), run it
@@ -98,13 +113,16 @@ def _script_traceback(tb):
   return tb
 
 
-def run_script(script: str, args: Sequence[str] = ()) -> int:
+def run_script(script: str, args: Sequence[str] = (),
+               keras: Optional[str] = None) -> int:
   """Runs ``script`` as ``__main__`` with the shim installed.
 
   Args:
     script: path of a Python file (or of a directory / zip file with a
       ``__main__.py``), as it would be given to ``python``.
     args: the script's command-line arguments.
+    keras: ``run --keras``: ``"2"``, ``"3"``, ``"auto"``, or None (not
+      given: ``COMPAT_DISTRIBUTE_KERAS``, else auto).
 
   Returns:
     0 if the script finished, 1 if it raised (its traceback is printed to
@@ -118,9 +136,60 @@ def run_script(script: str, args: Sequence[str] = ()) -> int:
         f"compat_distribute run: can't open file {os.path.abspath(script)!r}:"
         " [Errno 2] No such file or directory\n")
     return 2
+  from compat_distribute.runner import program_look  # pylint: disable=g-import-not-at-top
+  real = os.path.realpath(script)
+  script_dir = real if os.path.isdir(real) else os.path.dirname(real)
+  return _run_program(
+      program_look.script_program(script), [script, *args], script_dir,
+      lambda: runpy.run_path(script, run_name="__main__"), keras)
+
+
+def run_module(module: str, args: Sequence[str] = (),
+               keras: Optional[str] = None) -> int:
+  """Runs ``module`` as ``__main__`` with the shim installed, as ``python
+  -m module args...`` does: the current folder first on ``sys.path``,
+  ``sys.argv[0]`` the module's file, a package's ``__main__`` for a
+  package.
+
+  Returns:
+    As ``run_script``; 1 if there is no such module (as ``python -m``).
+  """
+  from compat_distribute.runner import program_look  # pylint: disable=g-import-not-at-top
+
+  missing: list[str] = []  # python -m's words for a module it cannot run
+
+  def run() -> None:  # after install(): a package's __init__ runs here
+    try:
+      spec = importlib.util.find_spec(module)
+    except ModuleNotFoundError as e:  # a package of the name is missing
+      if not e.name or not (module + ".").startswith(e.name + "."):
+        raise
+      spec = None
+    if spec is None:
+      missing.append(f"No module named {module}")
+    elif (spec.submodule_search_locations is not None and
+          importlib.util.find_spec(f"{module}.__main__") is None):
+      missing.append(f"No module named {module}.__main__; {module!r} is a "
+                     "package and cannot be directly executed")
+    else:
+      runpy.run_module(module, run_name="__main__", alter_sys=True)
+
+  status = _run_program(program_look.module_program(module), ["-m", *args],
+                        os.getcwd(), run, keras)
+  if missing:
+    sys.stderr.write(f"compat_distribute run: {missing[0]}\n")
+    return 1
+  return status
+
+
+def _run_program(program: object, argv: list[str], path0: str,
+                 run: Callable[[], object], keras: Optional[str]) -> int:
+  """``run()`` with the Keras chosen for ``program``, the shim installed,
+  ``sys.argv`` = ``argv`` and ``sys.path[0]`` = ``path0``; returns the
+  status (see ``run_script``)."""
   # Before TensorFlow is imported: Keras 2 for a program that uses Estimator.
-  from compat_distribute.runtime import keras_choice  # pylint: disable=g-import-not-at-top
-  keras_choice.choose_for_script(script)
+  from compat_distribute.runner import keras_choice  # pylint: disable=g-import-not-at-top
+  keras_choice.choose(program, keras)
   from compat_distribute.install import install  # pylint: disable=g-import-not-at-top
   try:
     installation = install()
@@ -128,18 +197,16 @@ def run_script(script: str, args: Sequence[str] = ()) -> int:
     sys.stderr.write(f"compat_distribute run: {e}\n")
     return 1
   saved_argv, saved_path0 = sys.argv, sys.path[0] if sys.path else None
-  sys.argv = [script, *args]
-  real = os.path.realpath(script)
-  script_dir = real if os.path.isdir(real) else os.path.dirname(real)
+  sys.argv = argv
   if sys.path:
-    sys.path[0] = script_dir
+    sys.path[0] = path0
   else:
-    sys.path.insert(0, script_dir)
+    sys.path.insert(0, path0)
   supervisor.take_loss_file()
   supervisor.report_resume()
   try:
     with installation:
-      runpy.run_path(script, run_name="__main__")
+      run()
     return 0
   except SystemExit:
     raise
@@ -163,6 +230,7 @@ _RUN_FLAGS = {
     "--max-restarts": (int, "a number of restarts, 0 or more"),
     "--task-wait": (float, "a number of seconds (addresses.parse_seconds)"),
     "--checkpoint-dir": (str, "a folder"),
+    "--keras": (str, "2, 3 or auto"),
 }
 _RUN_EXAMPLE = "e.g. run --max-restarts 3 --task-wait 60 train.py"
 
@@ -182,6 +250,9 @@ def _run_value(flag: str, text: str) -> object:
     value = kind(text)
   except ValueError:
     value = None
+  if flag == "--keras" and value not in ("2", "3", "auto"):
+    raise ValueError(f"run --keras must be {rule}, got {text!r}; e.g. run "
+                     "--keras 2 train.py")
   if value is None or (flag == "--max-restarts" and value < 0) or value == "":
     raise ValueError(f"run {flag} must be {rule}, got {text!r}; "
                      f"{_RUN_EXAMPLE}")
@@ -189,12 +260,16 @@ def _run_value(flag: str, text: str) -> object:
 
 
 def _run_options(args: list[str]
-                 ) -> tuple[Optional[supervisor.RestartPlan], list[str]]:
-  """``run``'s options (before SCRIPT) and the rest; without
-  ``--max-restarts``, no supervisor (None).
+                 ) -> tuple[Optional[supervisor.RestartPlan], Optional[str],
+                            list[str]]:
+  """``run``'s options (before SCRIPT): the restart plan (without
+  ``--max-restarts``, no supervisor: None), ``--keras`` (None if not
+  given), and the rest.
 
   >>> _run_options(["--max-restarts", "2", "train.py", "--max-restarts"])
-  (RestartPlan(max_restarts=2, task_wait=30.0, checkpoint_dir=None), ['train.py', '--max-restarts'])
+  (RestartPlan(max_restarts=2, task_wait=30.0, checkpoint_dir=None), None, ['train.py', '--max-restarts'])
+  >>> _run_options(["--keras=3", "-m", "pkg.train"])
+  (None, '3', ['-m', 'pkg.train'])
 
   Raises:
     ValueError: a flag without a valid value, or one that needs
@@ -208,12 +283,14 @@ def _run_options(args: list[str]
         raise ValueError(f"run {flag} needs a value")
       text = args.pop(0)
     values[flag[2:].replace("-", "_")] = _run_value(flag, text)
+  keras = values.pop("keras", None)
   if "max_restarts" not in values:
     if values:
       given = ", ".join("--" + k.replace("_", "-") for k in values)
       raise ValueError(f"run {given} only applies with --max-restarts N")
-    return None, args
-  return supervisor.RestartPlan(**values), args  # type: ignore[arg-type]
+    return None, keras, args  # type: ignore[return-value]
+  return (supervisor.RestartPlan(**values), keras,  # type: ignore[arg-type]
+          args)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -232,14 +309,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       sys.stdout.write(USAGE)
       return 0
     try:
-      plan, rest = _run_options(rest)
+      plan, keras, rest = _run_options(rest)
     except ValueError as e:
       return _usage_error(str(e))
     if not rest:
       return _usage_error("run needs the SCRIPT to run")
-    if plan is None:
-      return run_script(rest[0], rest[1:])
-    return supervisor.supervise(rest[0], rest[1:], plan)
+    if rest == ["-m"]:
+      return _usage_error("run -m needs the MODULE to run")
+    if plan is not None:  # the child: run [--keras K] SCRIPT|-m MODULE ...
+      return supervisor.supervise(rest[0], rest[1:], plan, [
+          sys.executable, "-m", "compat_distribute", "run",
+          *(["--keras", keras] if keras else []), *rest])
+    if rest[0] == "-m":
+      return run_module(rest[1], rest[2:], keras)
+    if rest[0].startswith("-m"):  # -mMODULE, as python takes it too
+      return run_module(rest[0][2:], rest[1:], keras)
+    return run_script(rest[0], rest[1:], keras)
   if command == "serve":
     from compat_distribute.cluster import serve  # pylint: disable=g-import-not-at-top
     return serve.main(rest)

@@ -82,7 +82,9 @@ class KerasAlreadyLoadedError(Error, ImportError):
         "importing Estimator, and TensorFlow does not switch it afterwards. "
         "Import tensorflow_estimator (or use tf.estimator) before the first "
         "use of tf.keras, or start the program with TF_USE_LEGACY_KERAS=1 "
-        "in its environment.")
+        "in its environment, or run it as python -m compat_distribute run "
+        "--keras 2 PROGRAM (--keras auto, the default, does so when it sees "
+        "the program use Estimator).")
 
 
 class EstimatorUnsupportedError(Error, ImportError):

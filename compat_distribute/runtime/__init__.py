@@ -6,11 +6,7 @@
   a variable is placed;
 * ``logs``: the package logger and the one-time deprecation warning;
 * ``errors``: ``Error``, the base class of every error the package defines;
-* ``types``: the named types of the package's signatures;
-* ``keras_choice``: which Keras ``tf.keras`` is for a program the runner
-  starts, chosen before TensorFlow is imported (imports no TensorFlow);
-* ``program_look``: whether a program, or a module it imports, uses
-  Estimator, read from their sources without running them.
+* ``types``: the named types of the package's signatures.
 
 Imports nothing of the package but ``_tf_private`` / ``_tf_compat``.
 """

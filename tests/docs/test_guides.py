@@ -19,7 +19,8 @@ else fails at once.
 
 The programs of cluster.md and estimator.md need a cluster or Estimator and
 run in tests/clients/cluster/test_cluster_v2.py and
-tests/clients/estimator/test_estimator_programs.py.
+tests/clients/estimator/test_estimator_programs.py (estimator.md's
+keras_check.py and its commands: tests/clients/runner/test_runner_keras_choice.py).
 
 Also here: the test-only set-up the ``>>>`` examples need is hidden (in an
 HTML comment), is the same on every page, and is the one index.md shows.

@@ -44,7 +44,7 @@ LAYERS = (
     ("cluster",),
     ("estimator",),
     ("v1", "v2"),
-    ("command_line",),
+    ("command_line", "runner"),
     ("demo",),
     ("install",),
     ("__init__", "__main__"),
@@ -153,6 +153,23 @@ def _upward(module):
 def test_imports_run_downward(module):
   bad = _upward(module)
   assert not bad, "\n".join(bad)
+
+
+# Units only one module outside them may import: the runner's decisions
+# are the command line's (docs/architecture.md).
+ONLY_IMPORTED_BY = {"runner": "compat_distribute.__main__"}
+
+
+@pytest.mark.parametrize("unit", sorted(ONLY_IMPORTED_BY))
+def test_a_unit_for_one_client_has_no_other(unit):
+  others = [f"{_rel(module)}:{line} imports {target}"
+            for module in sorted(MODULES) if _unit(module) != unit and
+            module != ONLY_IMPORTED_BY[unit]
+            for target, line in EDGES[module] if _unit(target) == unit]
+  assert not others, (
+      f"compat_distribute/{unit}/ is for {ONLY_IMPORTED_BY[unit]} alone "
+      "(what `run` decides before a program starts); move what the others "
+      "need out of it:\n" + "\n".join(others))
 
 
 def _cycles():

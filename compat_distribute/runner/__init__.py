@@ -1,0 +1,19 @@
+"""The runner's decisions: what ``python -m compat_distribute run`` decides
+about a program before its first line, beside the command line (only
+``__main__`` imports this package).
+
+* ``keras_choice``: which Keras ``tf.keras`` is for the program (Keras 2
+  for a program that uses Estimator, ``run --keras``,
+  ``COMPAT_DISTRIBUTE_KERAS``), chosen before TensorFlow is imported, and
+  the one stderr line that says so;
+* ``program_look``: the program ``run`` runs (a script, or ``-m`` a
+  module), and the bounded look through its sources and the modules they
+  import for a use of Estimator;
+* ``evidence``: what one source shows: its uses of Estimator (imports and
+  ``tf.estimator``, in code the running TensorFlow can reach; never a
+  string) and the modules it imports;
+* ``version_guards``: the running TensorFlow's version, and which way a
+  program's test of it (``if tf.__version__ < "2.16":``) goes.
+
+Imports no TensorFlow; of the package only ``runtime`` (the logger).
+"""
