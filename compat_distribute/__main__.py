@@ -35,6 +35,7 @@ from compat_distribute.cluster import supervisor
 PROG = "python -m compat_distribute"
 SHORT_USAGE = f"""\
 usage: {PROG} run SCRIPT [ARGS...]
+       {PROG} run --multi-worker auto|ours|native SCRIPT [ARGS...]
        {PROG} run --max-restarts N [--task-wait SECONDS]
            [--checkpoint-dir DIR] SCRIPT [ARGS...]
        {PROG} serve [--client-wait SECONDS] [--chief-return-wait SECONDS]
@@ -48,6 +49,12 @@ USAGE = f"""\
         replaced by compat_distribute's, in every spelling; with TF_CONFIG
         naming this task 'chief', a TF2 CentralStorageStrategy runs on the
         cluster's workers and ps tasks
+    --multi-worker auto|ours|native
+                           whose MultiWorkerMirroredStrategy: auto (the
+                           default) gives compat_distribute's where tf.keras
+                           is Keras 3, TensorFlow's with tf-keras; with ours,
+                           started on every task of TF_CONFIG, the chief
+                           (else worker 0) runs SCRIPT, the others serve it
     --max-restarts N       when the script ends because a cluster task
                            was lost (an uncaught UnavailableError,
                            DeadlineExceededError or AbortedError), run it
@@ -120,9 +127,13 @@ def run_script(script: str, args: Sequence[str] = ()) -> int:
   # Before TensorFlow is imported: Keras 2 for a program that uses Estimator.
   from compat_distribute.runtime import keras_choice  # pylint: disable=g-import-not-at-top
   keras_choice.choose_for_script(script)
+  # MultiWorkerMirroredStrategy: ours or TensorFlow's; on a task that
+  # serves the program, serves (and ends) here.
+  from compat_distribute.cluster import multi_worker_run  # pylint: disable=g-import-not-at-top
+  multi_worker = multi_worker_run.prepare(script)
   from compat_distribute.install import install  # pylint: disable=g-import-not-at-top
   try:
-    installation = install()
+    installation = install(multi_worker=multi_worker)
   except ImportError as e:
     sys.stderr.write(f"compat_distribute run: {e}\n")
     return 1
@@ -221,7 +232,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       sys.stdout.write(USAGE)
       return 0
     try:
-      plan, rest = _run_options(rest)
+      from compat_distribute.cluster import multi_worker_run  # pylint: disable=g-import-not-at-top
+      plan, rest = _run_options(multi_worker_run.take_flag(rest))
     except ValueError as e:
       return _usage_error(str(e))
     if not rest:

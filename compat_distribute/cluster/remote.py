@@ -104,6 +104,11 @@ class ClusterClient:
   task: int
   resolver: Optional[Resolver] = dataclasses.field(default=None,
                                                    compare=False)
+  # What the messages of ``connect`` call the strategy, and how a missing
+  # task is started.
+  owner = "CentralStorageStrategy"
+  start_hint = ("Start it with `python -m compat_distribute serve` and that "
+                "task's TF_CONFIG")
 
   @classmethod
   def of(cls, cluster: ClusterDict, job: str, task: int,
@@ -270,9 +275,7 @@ def connect(client: ClusterClient, timeout: Optional[float],
     if timeout is not None:
       tasks.wait_for_tasks(
           client.spec, client.served_tasks, float(timeout),
-          owner="CentralStorageStrategy",
-          start_hint=("Start it with `python -m compat_distribute serve` "
-                      "and that task's TF_CONFIG"),
+          owner=client.owner, start_hint=client.start_hint,
           wait_longer=("to wait longer set the COMPAT_DISTRIBUTE_CLUSTER_WAIT "
                        "environment variable (seconds)"))
     # Watched from here on: a task that stalls now would hold the
@@ -321,20 +324,22 @@ def _start_watchdog(client: ClusterClient,
     _hook_installed = True
 
 
-def worker_devices(client: ClusterClient
+def worker_devices(client: ClusterClient, jobs: tuple[str, ...] = ("worker",)
                    ) -> tuple[tuple[str, tuple[str, ...]], ...]:
-  """``(input host, compute devices)`` of each worker: all its GPUs, else
-  its CPU (the host)."""
-  gpus: dict[int, list[tuple[int, str]]] = {}
+  """``(input host, compute devices)`` of each task of ``jobs``, in order:
+  all its GPUs, else its CPU (the host)."""
+  gpus: dict[tuple[str, int], list[tuple[int, str]]] = {}
   for device in tf.config.list_logical_devices("GPU"):
     spec = tf.DeviceSpec.from_string(device.name)
-    if spec.job == "worker":
-      gpus.setdefault(spec.task, []).append((spec.device_index, device.name))
+    if spec.job in jobs:
+      gpus.setdefault((spec.job, spec.task), []).append(
+          (spec.device_index, device.name))
   groups = []
-  for i in range(client.num_tasks("worker")):
-    host = f"/job:worker/replica:0/task:{i}/device:CPU:0"
-    mine = tuple(name for _, name in sorted(gpus.get(i, [])))
-    groups.append((host, mine or (host,)))
+  for job in jobs:
+    for i in range(client.num_tasks(job)):
+      host = f"/job:{job}/replica:0/task:{i}/device:CPU:0"
+      mine = tuple(name for _, name in sorted(gpus.get((job, i), [])))
+      groups.append((host, mine or (host,)))
   return tuple(groups)
 
 

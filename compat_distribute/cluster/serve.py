@@ -20,6 +20,14 @@ task's ``tf.distribute.Server``, prints its address, and serves the client
   ``COMPAT_DISTRIBUTE_CLIENT_WAIT`` environment variable): status 3;
 * SIGTERM or Ctrl-C (SIGINT): status 128 + the signal's number.
 
+For a ``MultiWorkerMirroredStrategy`` cluster (a ``worker`` job, maybe a
+``chief``, no ``ps``) it serves every chief and worker task but the one
+that runs the program -- the chief, else worker 0, which the messages call
+"the chief" as TensorFlow does (``cluster.multi_worker_config``).  It
+writes its cluster into its working folder, where that task reads it to
+check that every task has the same cluster; when it does not, that task
+refuses this one (a file beside it) and ``serve`` ends with status 2.
+
 A mistake in ``TF_CONFIG`` or on the command line prints one error with the
 value and the fix and exits with status 2.  The server is TensorFlow's gRPC
 service, which answers anyone who reaches its port, unauthenticated, on
@@ -34,6 +42,7 @@ ValueError: TF_CONFIG names this task 'chief', which serve does not run: serve r
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import signal
@@ -42,6 +51,7 @@ import tempfile
 import time
 from typing import Optional, Sequence
 
+from compat_distribute.cluster import multi_worker_config
 from compat_distribute.cluster import remote
 from compat_distribute.cluster import tasks
 from compat_distribute.runtime.errors import Error
@@ -58,6 +68,11 @@ POLL_SECONDS = 0.2
 GONE_AFTER = 5
 # Seconds to let the chief close its connections once it said it is done.
 CLOSE_WAIT = 10.0
+# In this process's working folder: the cluster of its TF_CONFIG, which a
+# MultiWorkerMirroredStrategy client reads and compares with its own; and
+# the client's reason to refuse this task (then serve ends, status 2).
+CLUSTER_FILE = "compat_distribute_served_cluster.json"
+REFUSED_FILE = "compat_distribute_client_refused"
 HELP = f"""\
 {SHORT_USAGE}
 Runs this task's TensorFlow server for a CentralStorageStrategy program on
@@ -94,10 +109,13 @@ class UsageError(Error, ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class ServedTask:
-  """The task ``TF_CONFIG`` names, and its cluster."""
+  """The task ``TF_CONFIG`` names, its cluster, and the task that runs the
+  program (the client: the chief; for ``MultiWorkerMirroredStrategy`` the
+  chief, else worker 0)."""
   cluster: dict
   job: str
   index: int
+  client: tuple[str, int] = (remote.CLIENT_JOB, 0)
 
   @property
   def address(self) -> str:
@@ -105,7 +123,27 @@ class ServedTask:
 
   @property
   def client_address(self) -> str:
-    return tasks.task_addresses(self.cluster, remote.CLIENT_JOB)[0]
+    return tasks.task_addresses(self.cluster, self.client[0])[self.client[1]]
+
+
+def multi_worker_task(text: str) -> ServedTask:
+  """The task ``serve`` runs for a ``MultiWorkerMirroredStrategy`` cluster
+  (no ``ps`` job): a chief or worker task other than the driving one.
+
+  Raises:
+    ValueError: a bad cluster or task, or the driving task itself (which
+      runs the program), naming the task and the fix.
+  """
+  task = multi_worker_config.from_tf_config(text)
+  if task is None:
+    raise ValueError(f"TF_CONFIG names no cluster: {text!r}.")
+  if task.drives:
+    raise ValueError(
+        f"TF_CONFIG names this task {task.name}, which runs the "
+        f"MultiWorkerMirroredStrategy program itself (the chief, else worker "
+        f"0), so serve does not run it. Start it with `"
+        f"{multi_worker_config.RUN_COMMAND}`.")
+  return ServedTask(task.cluster, task.job, task.index, task.driver)
 
 
 def check_serve_config(text: Optional[str]) -> ServedTask:
@@ -124,6 +162,9 @@ def check_serve_config(text: Optional[str]) -> ServedTask:
   config = tasks.load_tf_config(text)
   cluster = config.get("cluster")
   task = config.get("task")
+  if isinstance(cluster, dict) and cluster.get("worker") and not cluster.get(
+      "ps"):
+    return multi_worker_task(text)
   missing = [job for job in (remote.CLIENT_JOB, *remote.SERVED_JOBS)
              if not isinstance(cluster, dict) or not cluster.get(job)]
   if missing:
@@ -223,6 +264,9 @@ def serve(task: ServedTask, options: ServeOptions) -> None:
   # The client's "done" file lands in this process's working folder.
   workdir = tempfile.mkdtemp(prefix="compat_distribute-serve-")
   os.chdir(workdir)
+  # What the client reads (by an op on this task) to check the cluster.
+  with open(CLUSTER_FILE, "w", encoding="utf-8") as f:
+    json.dump(task.cluster, f, sort_keys=True)
   try:
     server = tf.distribute.Server(
         tf.train.ClusterSpec(task.cluster), job_name=task.job,
@@ -251,6 +295,10 @@ def _watch(server: object, task: ServedTask, options: ServeOptions) -> int:
     if _stop_signal:
       _say(f"stopped by signal {_stop_signal[0]}")
       return 128 + _stop_signal[0]
+    if os.path.exists(REFUSED_FILE):
+      with open(REFUSED_FILE, encoding="utf-8") as f:
+        sys.stderr.write(f"{PROG}: error: {f.read()}\n")
+      return 2
     if os.path.exists(remote.DONE_FILE):
       _say("the chief says its job is done; stopping")
       # Let the chief close its connections first (bounded).
