@@ -217,9 +217,11 @@ class MultiWorkerMethods:
     client = client_for(cluster_resolver)
     if client is None:
       central_storage.CentralStorageMethods.__init__(self)  # type: ignore[arg-type]
-      return
-    super(central_storage.CentralStorageMethods, self).__init__(  # type: ignore[call-arg]
-        MultiWorkerExtended(self, client))
+    else:
+      super(central_storage.CentralStorageMethods, self).__init__(  # type: ignore[call-arg]
+          MultiWorkerExtended(self, client))
+    # Sync-on-read variables read as a mirrored strategy's (Keras metrics).
+    self.extended._shares_on_read = True  # type: ignore[attr-defined]  # pylint: disable=protected-access
 
   def _with_same_configuration(self) -> StrategyLike:
     extended = self.extended  # type: ignore[attr-defined]
@@ -231,6 +233,7 @@ class MultiWorkerMethods:
     else:
       made = MultiWorkerExtended(copied, client, extended.cluster_wait_timeout)
     super(central_storage.CentralStorageMethods, copied).__init__(made)
+    made._shares_on_read = True  # pylint: disable=protected-access
     return copied
 
   @property
