@@ -27,11 +27,12 @@ True
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import importlib.util
 import os
 import sys
-from typing import MutableMapping, Optional
+from typing import Any, MutableMapping, Optional
 
 FLAG = "--multi-worker"
 VARIABLE = "COMPAT_DISTRIBUTE_MULTI_WORKER"
@@ -113,40 +114,68 @@ def ours(environ: Optional[MutableMapping[str, str]] = None) -> bool:
   return mode == "ours" or (mode == "auto" and keras_3(environ))
 
 
-def prepare(script: str) -> bool:
-  """Steps 1 and 2 for ``script``; returns whether ``install`` replaces
-  ``MultiWorkerMirroredStrategy``.  On a task that serves, serves and
-  ends the process (it never returns there)."""
-  mine = ours()
-  forced = os.environ.get(VARIABLE, "").strip().lower() == "ours"
+@dataclasses.dataclass
+class Decision:
+  """What ``decide`` found.
+
+  Attributes:
+    ours: whether ``install`` replaces ``MultiWorkerMirroredStrategy``.
+    lines: what to say on stderr, one line each.
+    serves: the task this process serves instead of running the program
+      (None: it runs the program).
+  """
+  ours: bool
+  lines: list[str]
+  serves: Optional[Any] = None
+
+
+def decide(script: str,
+           environ: Optional[MutableMapping[str, str]] = None) -> Decision:
+  """Steps 1 and 2 for ``script`` (see the module docstring)."""
+  environ = os.environ if environ is None else environ
+  mine = ours(environ)
+  forced = environ.get(VARIABLE, "").strip().lower() == "ours"
   if not (forced or _script_mentions(script)):
-    return mine
-  tf_config = os.environ.get("TF_CONFIG", "")
+    return Decision(mine, [])
+  tf_config = environ.get("TF_CONFIG", "")
   if not mine:
-    if tf_config.strip():
-      _say("tf.keras is tf-keras (Keras 2): tf.distribute."
-           "MultiWorkerMirroredStrategy stays TensorFlow's own on every task "
-           f"(run {FLAG} ours for compat_distribute's)")
-    return False
+    return Decision(False, [
+        "tf.keras is tf-keras (Keras 2): tf.distribute."
+        "MultiWorkerMirroredStrategy stays TensorFlow's own on every task "
+        f"(run {FLAG} ours for compat_distribute's)"] if tf_config.strip()
+                    else [])
   why = (f"{FLAG} ours" if forced else
          "tf.keras is Keras 3, whose fit fails on TensorFlow's")
-  _say(f"tf.distribute.MultiWorkerMirroredStrategy is compat_distribute's "
-       f"({why}; run {FLAG} native keeps TensorFlow's)")
+  lines = [f"tf.distribute.MultiWorkerMirroredStrategy is compat_distribute's "
+           f"({why}; run {FLAG} native keeps TensorFlow's)"]
   from compat_distribute.cluster import multi_worker_config  # pylint: disable=g-import-not-at-top
   try:
     task = multi_worker_config.from_tf_config(tf_config)
   except ValueError:
-    return True  # the strategy names the task and the fix
+    task = None  # the strategy names the task and the fix
   if task is None:
-    return True
+    return Decision(True, lines)
   name = os.path.basename(script)
   if task.drives:
-    _say(f"TF_CONFIG names this task {task.name} of ({task.shape()}): it "
-         f"runs {name}; the other tasks serve it")
-    return True
-  _say(f"TF_CONFIG names this task {task.name} of ({task.shape()}): it "
-       f"serves the program, which {task.driver_name} runs ({name} does not "
-       "run here)")
+    lines.append(f"TF_CONFIG names this task {task.name} of ({task.shape()}):"
+                 f" it runs {name}; the other tasks serve it")
+    return Decision(True, lines)
+  lines.append(f"TF_CONFIG names this task {task.name} of ({task.shape()}): "
+               f"it serves the program, which {task.driver_name} runs ({name} "
+               "does not run here)")
+  return Decision(True, lines, task)
+
+
+def prepare(script: str) -> bool:
+  """``decide`` for ``script``, said on stderr; returns whether ``install``
+  replaces ``MultiWorkerMirroredStrategy``.  On a task that serves, serves
+  and ends the process (it never returns there)."""
+  decision = decide(script)
+  for line in decision.lines:
+    _say(line)
+  task = decision.serves
+  if task is None:
+    return decision.ours
   from compat_distribute.cluster import serve  # pylint: disable=g-import-not-at-top
   return serve.serve(serve.ServedTask(task.cluster, task.job, task.index,
                                       task.driver),
