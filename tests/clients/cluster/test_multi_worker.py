@@ -14,6 +14,7 @@ The other cases (a chief and two workers with a custom loop, and the
 refusals) start several TensorFlow processes each: they run where
 ``COMPAT_DISTRIBUTE_MULTI_WORKER_ALL=1`` (``tox -e multi-worker``).
 """
+import contextlib
 import json
 import os
 import re
@@ -68,14 +69,19 @@ def native_program(program, devices):
                             f"tf.distribute.MirroredStrategy([{names}])"))
 
 
-def run_native(path, timeout=TIMEOUT):
+@contextlib.contextmanager
+def native_run(path):
+  """Starts ``python path`` (TensorFlow's own strategy, no cluster) at once;
+  gives a function that waits (bounded) for its result; stops it at the
+  end in any case."""
   logs = []
+  process = local_cluster.start_process([sys.executable, str(path)],
+                                        {"TF_CONFIG": "{}"}, logs)
+  process.task = "native"
   try:
-    process = local_cluster.start_process([sys.executable, str(path)],
-                                          {"TF_CONFIG": "{}"}, logs)
-    process.task = "native"
-    return local_served.collect(process, timeout)
+    yield lambda: local_served.collect(process, TIMEOUT)
   finally:
+    local_cluster.stop_process(process)
     for log in logs:
       log.close()
 
@@ -133,13 +139,14 @@ def test_doc_program_on_two_workers_equals_mirrored_on_one_machine(tmp_path):
   program = block("python", "# train.py")
   (tmp_path / "train.py").write_text(program)
   (tmp_path / "native.py").write_text(native_program(program, 2))
-  with local_served.MultiWorkerCluster(2, env=ENV) as cluster:
+  with native_run(tmp_path / "native.py") as native_result, \
+      local_served.MultiWorkerCluster(2, env=ENV) as cluster:
     for task, (tf_config, argv) in doc_commands(cluster).items():
       assert argv[1:] == ["-m", "compat_distribute", "run", "train.py"]
       cluster.start_task(*task, [*argv[:-1], str(tmp_path / argv[-1])],
                          {"TF_CONFIG": tf_config})
     results = cluster.collect(TIMEOUT)
-  native = run_native(tmp_path / "native.py")
+    native = native_result()
   driver, server = results[("worker", 0)], results[("worker", 1)]
   assert printed(driver, "replicas") == 2
   for key in ("losses", "evaluate"):
@@ -209,9 +216,10 @@ def test_chief_and_two_workers_custom_loop_equals_mirrored_three_replicas(
     tmp_path):
   (tmp_path / "loop.py").write_text(LOOP)
   (tmp_path / "native.py").write_text(native_program(LOOP, 3))
-  with local_served.MultiWorkerCluster(2, chief=True, env=ENV) as cluster:
+  with native_run(tmp_path / "native.py") as native_result, \
+      local_served.MultiWorkerCluster(2, chief=True, env=ENV) as cluster:
     results = cluster.start([*RUN, str(tmp_path / "loop.py")]).collect(TIMEOUT)
-  native = run_native(tmp_path / "native.py")
+    native = native_result()
   chief = results[("chief", 0)]
   assert printed(chief, "replicas") == 3
   np.testing.assert_allclose(printed(chief, "losses"),
