@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Optional
+from typing import Optional
 
 import tensorflow as tf
 
@@ -112,6 +112,7 @@ def check_served(client: MultiWorkerClient) -> None:
       with _on_task(job, index):
         theirs = json.loads(tf.io.read_file(serve.CLUSTER_FILE).numpy())
     except tf.errors.NotFoundError:
+      remote.do_not_tell((job, index))  # not ours: write nothing there
       problems.append(
           f"{name} is not run by compat_distribute (a plain TensorFlow server "
           f"or `python train.py`): start it with `{config.RUN_COMMAND}`, as "
@@ -142,7 +143,8 @@ class MultiWorkerExtended(cluster_central.ClusterCentralStorageExtended):
     check_served(client)  # type: ignore[arg-type]
 
 
-def client_for(cluster_resolver: Optional[Any]) -> Optional[MultiWorkerClient]:
+def client_for(cluster_resolver: Optional[remote.Resolver]
+               ) -> Optional[MultiWorkerClient]:
   """The cluster a new strategy runs on (None: this machine alone), from
   ``cluster_resolver`` or else ``TF_CONFIG``.
 
@@ -180,7 +182,8 @@ def client_for(cluster_resolver: Optional[Any]) -> Optional[MultiWorkerClient]:
                               cluster_resolver)
 
 
-def check_communication(options: Any, communication: Any = None) -> None:
+def check_communication(options: Optional[object],
+                        communication: Optional[object] = None) -> None:
   """Accepts TensorFlow's collective hints; refuses ``timeout_seconds``.
 
   Raises:
@@ -213,7 +216,7 @@ def check_communication(options: Any, communication: Any = None) -> None:
 class MultiWorkerMethods:
   """What the v1 and v2 classes share: the cluster, copies, repr."""
 
-  def _setup(self, cluster_resolver: Optional[Any]) -> None:
+  def _setup(self, cluster_resolver: Optional[remote.Resolver]) -> None:
     client = client_for(cluster_resolver)
     if client is None:
       central_storage.CentralStorageMethods.__init__(self)  # type: ignore[arg-type]
@@ -276,8 +279,8 @@ class MultiWorkerMirroredStrategy(
       ``COMPAT_DISTRIBUTE_CLUSTER_WAIT`` seconds (named, with its address).
   """
 
-  def __init__(self, cluster_resolver: Optional[Any] = None,
-               communication_options: Optional[Any] = None) -> None:
+  def __init__(self, cluster_resolver: Optional[remote.Resolver] = None,
+               communication_options: Optional[object] = None) -> None:
     check_communication(communication_options)
     self._setup(cluster_resolver)
 
@@ -288,8 +291,8 @@ class MultiWorkerMirroredStrategyExperimental(
   deprecated spelling: ``communication`` (a ``CommunicationImplementation``)
   before ``cluster_resolver``."""
 
-  def __init__(self, communication: Any = _Implementation.AUTO,
-               cluster_resolver: Optional[Any] = None) -> None:
+  def __init__(self, communication: object = _Implementation.AUTO,
+               cluster_resolver: Optional[remote.Resolver] = None) -> None:
     check_communication(None, communication)
     self._setup(cluster_resolver)
 
@@ -309,7 +312,7 @@ class MultiWorkerMirroredStrategyV1(
     cluster_resolver: as the v2 class's.
   """
 
-  def __init__(self, communication: Any = _Implementation.AUTO,
-               cluster_resolver: Optional[Any] = None) -> None:
+  def __init__(self, communication: object = _Implementation.AUTO,
+               cluster_resolver: Optional[remote.Resolver] = None) -> None:
     check_communication(None, communication)
     self._setup(cluster_resolver)

@@ -25,7 +25,7 @@ compat_distribute.cluster.multi_worker_config.MultiWorkerConfigError: TF_CONFIG 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional
+from typing import Optional
 
 from compat_distribute.cluster import tasks
 from compat_distribute.runtime.errors import Error
@@ -86,7 +86,7 @@ class MultiWorkerTask:
                      for job in REPLICA_JOBS if self.cluster.get(job))
 
 
-def check_task(cluster: Any, task_type: Any, task_id: Any,
+def check_task(cluster: object, task_type: object, task_id: object,
                source: str) -> MultiWorkerTask:
   """This task's part in a ``MultiWorkerMirroredStrategy`` cluster.
 

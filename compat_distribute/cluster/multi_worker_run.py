@@ -32,7 +32,10 @@ import importlib.metadata
 import importlib.util
 import os
 import sys
-from typing import Any, MutableMapping, Optional
+from typing import TYPE_CHECKING, MutableMapping, Optional
+
+if TYPE_CHECKING:
+  from compat_distribute.cluster.multi_worker_config import MultiWorkerTask
 
 FLAG = "--multi-worker"
 VARIABLE = "COMPAT_DISTRIBUTE_MULTI_WORKER"
@@ -126,7 +129,7 @@ class Decision:
   """
   ours: bool
   lines: list[str]
-  serves: Optional[Any] = None
+  serves: Optional["MultiWorkerTask"] = None
 
 
 def decide(script: str,

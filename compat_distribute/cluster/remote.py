@@ -343,6 +343,16 @@ def worker_devices(client: ClusterClient, jobs: tuple[str, ...] = ("worker",)
   return tuple(groups)
 
 
+# Tasks the client found are not compat_distribute's serve: never told.
+_not_ours: set[tuple[str, int]] = set()
+
+
+def do_not_tell(task: tuple[str, int]) -> None:
+  """Leaves ``task`` out of ``tell_servers_done`` (it is not ``serve``, so
+  a file written there would land in some program's working folder)."""
+  _not_ours.add(task)
+
+
 def _say_done(job: str, index: int) -> None:
   with tf.device(f"/job:{job}/replica:0/task:{index}/device:CPU:0"):
     tf.io.write_file(DONE_FILE, "done")
@@ -373,7 +383,8 @@ def tell_servers_done(timeout: float = SAY_DONE_TIMEOUT) -> list[str]:
       logs.logger().warning("could not tell /job:%s/task:%d the job is "
                             "done: %s", job, index, e)
 
-  waiting = [task for task in client.served_tasks if task not in lost]
+  waiting = [task for task in client.served_tasks
+             if task not in lost and task not in _not_ours]
   threads = [threading.Thread(target=say, args=task, daemon=True,
                               name="tell-servers-done") for task in waiting]
   for thread in threads:

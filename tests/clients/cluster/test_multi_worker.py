@@ -265,6 +265,7 @@ def test_a_worker_with_another_cluster_is_named_and_its_serve_ends(tmp_path):
 SERVER = """\
 import json, os, sys, time
 import tensorflow as tf
+os.chdir(sys.argv[2])  # nothing may be written into the checkout
 config = json.loads(os.environ["TF_CONFIG"])
 server = tf.distribute.Server(tf.train.ClusterSpec(config["cluster"]),
                               job_name="worker", task_index=1, start=True)
@@ -281,10 +282,11 @@ def test_a_worker_not_run_by_compat_distribute_is_named(tmp_path):
   with local_served.MultiWorkerCluster(2, env=ENV) as cluster:
     plain = cluster.start_task("worker", 1, [sys.executable,
                                              str(tmp_path / "server.py"),
-                                             str(TIMEOUT)])
+                                             str(TIMEOUT), str(tmp_path)])
     local_served.wait_for_text(plain, "serving", 90, stream="out")
     driver = cluster.start_task("worker", 0, [*RUN, str(tmp_path / "loop.py")])
     result = local_served.collect(driver, TIMEOUT)
   assert result.returncode == 1 and not result.timed_out
   assert ("/job:worker/task:1 at " + cluster.cluster["worker"][1] +
           " is not run by compat_distribute") in result.stderr
+  assert sorted(os.listdir(tmp_path)) == ["loop.py", "server.py"]  # nothing written
