@@ -134,15 +134,18 @@ def multi_worker_task(text: str) -> ServedTask:
     ValueError: a bad cluster or task, or the driving task itself (which
       runs the program), naming the task and the fix.
   """
-  task = multi_worker_config.from_tf_config(text)
-  if task is None:
+  try:
+    task = multi_worker_config.from_tf_config(text)
+  except ValueError as e:
+    raise type(e)(f"{e} TF_CONFIG is {text!r}.") from e
+  if task is None:  # not reached: called for a cluster with workers
     raise ValueError(f"TF_CONFIG names no cluster: {text!r}.")
   if task.drives:
-    raise ValueError(
+    raise multi_worker_config.MultiWorkerConfigError(
         f"TF_CONFIG names this task {task.name}, which runs the "
         f"MultiWorkerMirroredStrategy program itself (the chief, else worker "
         f"0), so serve does not run it. Start it with `"
-        f"{multi_worker_config.RUN_COMMAND}`.")
+        f"{multi_worker_config.RUN_COMMAND}`. TF_CONFIG is {text!r}.")
   return ServedTask(task.cluster, task.job, task.index, task.driver)
 
 
