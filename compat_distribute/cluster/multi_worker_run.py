@@ -10,7 +10,7 @@ Every task is started with the same command.  Before the program runs,
    ``tf.keras`` is Keras 3 (whose ``fit`` fails on TensorFlow's) and leaves
    TensorFlow's own where it is tf-keras (Keras 2), where it works.
 2. With ours, and a program that names ``MultiWorkerMirroredStrategy``
-   (or ``--multi-worker ours``), reads ``TF_CONFIG``: the driving task (the
+   or ``auto_strategy`` (or ``--multi-worker ours``), reads ``TF_CONFIG``: the driving task (the
    chief, else worker 0) runs the program; every other chief and worker
    task serves it instead (``cluster.serve``, which ends when the program
    does) and the program never starts there.
@@ -40,7 +40,10 @@ if TYPE_CHECKING:
 FLAG = "--multi-worker"
 VARIABLE = "COMPAT_DISTRIBUTE_MULTI_WORKER"
 CHOICES = ("auto", "ours", "native")
-NAMES = (b"MultiWorkerMirroredStrategy", b"CollectiveAllReduceStrategy")
+# What a program that makes the strategy names (auto_strategy makes it for
+# a TF_CONFIG cluster of several workers).
+NAMES = (b"MultiWorkerMirroredStrategy", b"CollectiveAllReduceStrategy",
+         b"auto_strategy")
 MAX_BYTES = 4_000_000
 PREFIX = "compat_distribute run: "
 

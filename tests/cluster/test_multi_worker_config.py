@@ -181,6 +181,11 @@ def test_with_keras_2_the_runner_leaves_tensorflows_unless_asked(script):
   assert "(--multi-worker ours;" in decision.lines[0]
 
 
+def test_auto_strategy_counts_as_the_name():
+  assert multi_worker_run.mentions_strategy(
+      b"strategy = tf.distribute.experimental.auto_strategy()")
+
+
 def test_a_program_without_the_name_is_left_to_run(tmp_path):
   path = tmp_path / "other.py"
   path.write_text("s = tf.distribute.MirroredStrategy()\n")
