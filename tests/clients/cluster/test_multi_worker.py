@@ -15,6 +15,7 @@ refusals) start several TensorFlow processes each: they run where
 ``COMPAT_DISTRIBUTE_MULTI_WORKER_ALL=1`` (``tox -e multi-worker``).
 """
 import contextlib
+import importlib.util
 import json
 import os
 import re
@@ -296,3 +297,32 @@ def test_a_worker_not_run_by_compat_distribute_is_named(tmp_path):
   assert ("/job:worker/task:1 at " + cluster.cluster["worker"][1] +
           " is not run by compat_distribute") in result.stderr
   assert sorted(os.listdir(tmp_path)) == ["loop.py", "server.py"]  # nothing written
+
+
+@ALL
+@pytest.mark.slow
+@pytest.mark.skipif(not multi_worker_run.keras_3() or not importlib.util
+                    .find_spec("tf_keras"), reason="needs tf-keras beside "
+                    "Keras 3 (TensorFlow 2.16 on)")
+def test_keras_2_program_equals_tensorflows_own_strategy_on_the_cluster(
+    tmp_path):
+  """The page's program with tf-keras (Keras 2), where TensorFlow's own
+  strategy trains: ours (``--multi-worker ours``) on two workers against
+  TensorFlow's on two workers, each running the program, the dataset's
+  default auto-shard policy splitting the data between them."""
+  (tmp_path / "train.py").write_text(block("python", "# train.py"))
+  keras_2 = {**ENV, "TF_USE_LEGACY_KERAS": "1"}
+  with local_served.MultiWorkerCluster(2, env=keras_2) as cluster:
+    ours = cluster.start([*RUN, str(tmp_path / "train.py")]).collect(TIMEOUT)
+  with local_served.MultiWorkerCluster(2, env=keras_2) as cluster:
+    native = cluster.start([sys.executable, str(tmp_path / "train.py")]
+                          ).collect(TIMEOUT)
+  driver, reference = ours[("worker", 0)], native[("worker", 0)]
+  assert "compat_distribute run: tf.distribute.MultiWorkerMirroredStrategy" \
+      " is compat_distribute's (--multi-worker ours;" in driver.stderr
+  assert printed(driver, "replicas") == printed(reference, "replicas") == 2
+  for key in ("losses", "evaluate"):
+    np.testing.assert_allclose(printed(driver, key), printed(reference, key),
+                               rtol=1e-5)
+  assert_close(printed(driver, "final weights"),
+               printed(reference, "final weights"))
