@@ -45,6 +45,9 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import threading
+import time
 from typing import Optional
 
 import tensorflow as tf
@@ -52,9 +55,11 @@ import tensorflow as tf
 from compat_distribute.api import strategy as strategy_lib
 from compat_distribute.api import strategy_v1
 from compat_distribute.cluster import central_storage as cluster_central
+from compat_distribute.cluster import failures
 from compat_distribute.cluster import multi_worker_config as config
 from compat_distribute.cluster import remote
 from compat_distribute.cluster import serve
+from compat_distribute.cluster import supervisor
 from compat_distribute.runtime.errors import Error
 from compat_distribute.runtime.types import StrategyLike
 from compat_distribute.strategies import central_storage
@@ -133,6 +138,37 @@ def check_served(client: MultiWorkerClient) -> None:
   raise MultiWorkerConfigError(message)
 
 
+# Seconds the program has, once a task is lost, to end by its own error.
+LOST_EXIT_WAIT = 10.0
+_ending: set[tuple[str, int]] = set()
+
+
+def end_if_stuck(task: failures.LostTask) -> None:
+  """Ends this process if it is still running ``LOST_EXIT_WAIT`` seconds
+  after ``task`` was lost, saying so (the ``TaskLostError`` naming it).
+
+  The driving task is itself a replica task: a step's part on its own
+  devices can wait for ever for a tensor from the lost task, where the
+  error the other tasks give does not reach it.  Exit status: that of an
+  uncaught ``TaskLostError`` under ``run`` (1; 75 under ``--max-restarts``).
+  """
+  if (task.job, task.index) in _ending:
+    return
+  _ending.add((task.job, task.index))
+
+  def end() -> None:
+    time.sleep(LOST_EXIT_WAIT)
+    error = failures.TaskLostError([task])
+    sys.stderr.write(
+        f"compat_distribute: {type(error).__name__}: {error} (the program "
+        f"still waited on it {LOST_EXIT_WAIT:g} s later; ending it)\n")
+    sys.stderr.flush()
+    os._exit(supervisor.child_status(error) or 1)  # pylint: disable=protected-access
+
+  threading.Thread(target=end, daemon=True, name="compat_distribute-lost-end"
+                   ).start()
+
+
 class MultiWorkerExtended(cluster_central.ClusterCentralStorageExtended):
   """``strategy.extended`` of ``MultiWorkerMirroredStrategy`` on a cluster:
   replicas on every chief and worker task, variables on the driving one."""
@@ -141,6 +177,7 @@ class MultiWorkerExtended(cluster_central.ClusterCentralStorageExtended):
 
   def _check_tasks(self, client: remote.ClusterClient) -> None:
     check_served(client)  # type: ignore[arg-type]
+    remote.also_on_lost(end_if_stuck)
 
 
 def client_for(cluster_resolver: Optional[remote.Resolver]

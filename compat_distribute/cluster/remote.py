@@ -61,7 +61,7 @@ import json
 import os
 import threading
 import time
-from typing import Optional, Union
+from typing import Callable, Optional, Union
 
 import tensorflow as tf
 
@@ -235,10 +235,23 @@ def explain(error: BaseException) -> BaseException:
   return failures.explain(error, _watchdog)
 
 
+# What else to do when a task is lost (``also_on_lost``), once per task.
+_lost_hooks: list[Callable[[failures.LostTask], None]] = []
+
+
+def also_on_lost(hook: Callable[[failures.LostTask], None]) -> None:
+  """Calls ``hook(task)`` (once per task) whenever the watchdog finds a
+  task lost, after this module's own action (once, if given twice)."""
+  if hook not in _lost_hooks:
+    _lost_hooks.append(hook)
+
+
 def _on_lost(task: failures.LostTask) -> None:
   # An op waiting on a stalled task waits for ever: make it fail now (and
   # every second from then on, as TensorFlow connects to it again).
   failures.close_connections_to(task.address)
+  for hook in _lost_hooks:
+    hook(task)
 
 
 _UNSET: object = object()

@@ -21,6 +21,7 @@ import os
 import re
 import shlex
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -326,3 +327,41 @@ def test_keras_2_program_equals_tensorflows_own_strategy_on_the_cluster(
                                rtol=1e-5)
   assert_close(printed(driver, "final weights"),
                printed(reference, "final weights"))
+
+
+ENDLESS = '''\
+import tensorflow as tf
+
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+with strategy.scope():
+  total = tf.Variable(0.0, aggregation=tf.VariableAggregation.MEAN)
+
+
+@tf.function
+def step():
+  strategy.run(lambda: total.assign_add(1.0))
+
+
+for i in range(10 ** 7):
+  step()
+  if i == 10:
+    print("step 10", flush=True)
+'''
+
+
+@ALL
+@pytest.mark.slow
+def test_a_killed_worker_is_named_and_the_program_ends(tmp_path):
+  (tmp_path / "endless.py").write_text(ENDLESS)
+  with local_served.MultiWorkerCluster(2, env=ENV) as cluster:
+    cluster.start([*RUN, str(tmp_path / "endless.py")])
+    driver = cluster.processes[("worker", 0)]
+    local_served.wait_for_text(driver, "step 10", TIMEOUT, stream="out")
+    cluster.processes[("worker", 1)].kill()
+    killed = time.monotonic()
+    result = local_served.collect(driver, 60)
+    took = time.monotonic() - killed
+  assert result.returncode == 1 and not result.timed_out
+  assert took < 20, took
+  assert "TaskLostError: Lost cluster task /job:worker/task:1 at " in (
+      result.stderr)
