@@ -157,9 +157,10 @@ def test_doc_program_on_two_workers_equals_mirrored_on_one_machine(tmp_path):
     native = native_result()
   driver, server = results[("worker", 0)], results[("worker", 1)]
   assert printed(driver, "replicas") == 2
-  for key in ("losses", "evaluate"):
+  for key in ("losses", "evaluate", "predict"):
     np.testing.assert_allclose(printed(driver, key), printed(native, key),
-                               rtol=1e-5)
+                               rtol=1e-5, atol=1e-6)
+  assert np.shape(printed(driver, "predict")) == (512, 1)
   assert_close(printed(driver, "final weights"),
                printed(native, "final weights"))
   assert server.returncode == 0 and not server.timed_out, server.stderr[-3000:]
@@ -212,6 +213,12 @@ def step(inputs):
 
 losses = [float(step(inputs))
           for inputs in strategy.distribute_datasets_from_function(dataset_fn)]
+# A second epoch from one dataset, each global batch split over the replicas.
+rng = np.random.RandomState(1)
+x = rng.normal(size=(96, 4)).astype("float32")
+dataset = tf.data.Dataset.from_tensor_slices((x, x[:, :1] * 2.0))
+losses += [float(step(inputs)) for inputs in
+           strategy.experimental_distribute_dataset(dataset.batch(GLOBAL_BATCH))]
 print("replicas:", strategy.num_replicas_in_sync)
 print("losses:", json.dumps(losses))
 print("final weights:", json.dumps([v.numpy().tolist() for v in layer.weights]))
