@@ -75,12 +75,12 @@ def native_program(program, devices):
 
 
 @contextlib.contextmanager
-def native_run(path):
-  """Starts ``python path`` (TensorFlow's own strategy, no cluster) at once;
-  gives a function that waits (bounded) for its result; stops it at the
-  end in any case."""
+def native_run(path, args=()):
+  """Starts ``python path args`` (TensorFlow's own strategy, no cluster) at
+  once; gives a function that waits (bounded) for its result; stops it at
+  the end in any case."""
   logs = []
-  process = local_cluster.start_process([sys.executable, str(path)],
+  process = local_cluster.start_process([sys.executable, str(path), *args],
                                         {"TF_CONFIG": "{}"}, logs)
   process.task = "native"
   try:
@@ -372,3 +372,43 @@ def test_a_killed_worker_is_named_and_the_program_ends(tmp_path):
   assert took < 20, took
   assert "TaskLostError: Lost cluster task /job:worker/task:1 at " in (
       result.stderr)
+
+
+SAVE = '''
+import sys
+model.save(sys.argv[1] + "/model.keras")
+tf.train.Checkpoint(model=model).write(sys.argv[1] + "/checkpoint")
+'''
+LOAD = '''\
+import json
+import sys
+
+import tensorflow as tf
+
+loaded = tf.keras.models.load_model(sys.argv[1] + "/model.keras")
+fresh = tf.keras.Sequential([
+    tf.keras.Input((8,)),
+    tf.keras.layers.Dense(16, activation="relu"),
+    tf.keras.layers.Dense(1)])
+tf.train.Checkpoint(model=fresh).read(
+    sys.argv[1] + "/checkpoint").assert_existing_objects_matched()
+for name, model in (("saved model", loaded), ("checkpoint", fresh)):
+  print(f"{name}:", json.dumps([w.numpy().tolist() for w in model.weights]))
+'''
+
+
+@ALL
+@pytest.mark.slow
+@pytest.mark.skipif(not multi_worker_run.keras_3(), reason="Keras 3 files")
+def test_what_ours_saves_loads_on_one_machine_without_a_strategy(tmp_path):
+  (tmp_path / "save.py").write_text(block("python", "# train.py") + SAVE)
+  (tmp_path / "load.py").write_text(LOAD)
+  with local_served.MultiWorkerCluster(2, env=ENV) as cluster:
+    results = cluster.start([*RUN, str(tmp_path / "save.py"), str(tmp_path)]
+                            ).collect(TIMEOUT)
+  trained = printed(results[("worker", 0)], "final weights")
+  with native_run(tmp_path / "load.py", [str(tmp_path)]) as result:
+    loaded = result()
+  for key in ("saved model", "checkpoint"):
+    for a, b in zip(printed(loaded, key), trained):
+      np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
