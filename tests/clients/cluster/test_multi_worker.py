@@ -75,13 +75,13 @@ def native_program(program, devices):
 
 
 @contextlib.contextmanager
-def native_run(path, args=()):
+def native_run(path, args=(), tf_config="{}"):
   """Starts ``python path args`` (TensorFlow's own strategy, no cluster) at
   once; gives a function that waits (bounded) for its result; stops it at
   the end in any case."""
   logs = []
   process = local_cluster.start_process([sys.executable, str(path), *args],
-                                        {"TF_CONFIG": "{}"}, logs)
+                                        {"TF_CONFIG": tf_config}, logs)
   process.task = "native"
   try:
     yield lambda: local_served.collect(process, TIMEOUT)
@@ -412,3 +412,54 @@ def test_what_ours_saves_loads_on_one_machine_without_a_strategy(tmp_path):
   for key in ("saved model", "checkpoint"):
     for a, b in zip(printed(loaded, key), trained):
       np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@ALL
+@pytest.mark.slow
+@pytest.mark.skipif(not multi_worker_run.keras_3(),
+                    reason="Keras 2's BackupAndRestore refuses our strategy")
+def test_max_restarts_resumes_after_a_lost_worker_at_uninterrupted_weights(
+    tmp_path):
+  """tests/fixtures/restart_train.py (Keras fit with BackupAndRestore) made
+  with MultiWorkerMirroredStrategy on two workers; worker 0 under ``run
+  --max-restarts``.  At the end of its first epoch the program holds, the
+  test ends worker 1 and starts it again (as a cluster manager would); the
+  program resumes from its backup and ends at the weights of the same
+  program run on one machine without a loss (the fixture's reference,
+  without TF_CONFIG: TensorFlow's CentralStorageStrategy on two CPUs)."""
+  fixture = (support.FIXTURES / "restart_train.py").read_text()
+  constructor = "strategy = tf.distribute.experimental.CentralStorageStrategy()"
+  assert fixture.count(constructor) == 1
+  program = tmp_path / "restart_mwms.py"
+  program.write_text(fixture.replace(
+      constructor, "strategy = tf.distribute.MultiWorkerMirroredStrategy()"))
+  holds, backup = tmp_path / "holds", tmp_path / "backup"
+  holds.mkdir()
+  (holds / "release-1").touch()  # the fixture's second hold: no stop
+  args = [str(program), "fit", str(backup), str(holds)]
+  with native_run(program, ["fit", str(tmp_path / "reference")],
+                  tf_config="") as reference:
+    with local_served.MultiWorkerCluster(2, env=ENV) as cluster:
+      cluster.start_task("worker", 1, [*RUN, *args])
+      driver = cluster.start_task("worker", 0, [
+          *RUN, "--max-restarts", "2", "--checkpoint-dir", str(backup),
+          *args])
+      local_served.wait_for_file(str(holds / "hold-0"), driver, TIMEOUT)
+      cluster.processes[("worker", 1)].terminate()  # its serve ends, port shut
+      cluster.processes[("worker", 1)].wait(30)
+      (holds / "release-0").touch()
+      local_served.wait_for_text(driver, "restart 1 of 2: waiting up to",
+                                 TIMEOUT)
+      cluster.start_task("worker", 1, [*RUN, *args])
+      results = cluster.collect(TIMEOUT)
+    want = reference()
+  assert results[("worker", 0)].returncode == 0, (
+      results[("worker", 0)].stderr[-6000:])
+  err = results[("worker", 0)].stderr
+  assert "because a cluster task was lost: " in err
+  assert "/job:worker/task:1" in err
+  resumed = [line for line in err.splitlines() if line.startswith(
+      "compat_distribute run: restart 1 of 2: resuming from")]
+  assert resumed and "epoch 1" in resumed[0], err[-4000:]
+  assert_close(printed(results[("worker", 0)], "final weights"),
+               printed(want, "final weights"))
