@@ -43,6 +43,7 @@ SHORT_USAGE = f"""\
 usage: {PROG} run SCRIPT [ARGS...]
        {PROG} run -m MODULE [ARGS...]
        {PROG} run --keras 2|3|auto SCRIPT|-m MODULE [ARGS...]
+       {PROG} run --multi-worker auto|ours|native SCRIPT [ARGS...]
        {PROG} run --max-restarts N [--task-wait SECONDS]
            [--checkpoint-dir DIR] [--keras 2|3|auto] SCRIPT|-m MODULE [ARGS...]
        {PROG} serve [--client-wait SECONDS] [--chief-return-wait SECONDS]
@@ -64,6 +65,12 @@ USAGE = f"""\
                            that uses Estimator, read from its sources before
                            it starts; a change is said in one line on
                            stderr; overrides COMPAT_DISTRIBUTE_KERAS
+    --multi-worker auto|ours|native
+                           whose MultiWorkerMirroredStrategy: auto (the
+                           default) gives compat_distribute's where tf.keras
+                           is Keras 3, TensorFlow's with tf-keras; with ours,
+                           started on every task of TF_CONFIG, the chief
+                           (else worker 0) runs SCRIPT, the others serve it
     --max-restarts N       when the script ends because a cluster task
                            was lost (an uncaught UnavailableError,
                            DeadlineExceededError or AbortedError), run it
@@ -190,9 +197,13 @@ def _run_program(program: object, argv: list[str], path0: str,
   # Before TensorFlow is imported: Keras 2 for a program that uses Estimator.
   from compat_distribute.runner import keras_choice  # pylint: disable=g-import-not-at-top
   keras_choice.choose(program, keras)
+  # MultiWorkerMirroredStrategy: ours or TensorFlow's; on a task that
+  # serves the program, serves (and ends) here.
+  from compat_distribute.cluster import multi_worker_run  # pylint: disable=g-import-not-at-top
+  multi_worker = multi_worker_run.prepare(getattr(program, "source", None) or "")
   from compat_distribute.install import install  # pylint: disable=g-import-not-at-top
   try:
-    installation = install()
+    installation = install(multi_worker=multi_worker)
   except ImportError as e:
     sys.stderr.write(f"compat_distribute run: {e}\n")
     return 1
@@ -309,7 +320,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       sys.stdout.write(USAGE)
       return 0
     try:
-      plan, keras, rest = _run_options(rest)
+      from compat_distribute.cluster import multi_worker_run  # pylint: disable=g-import-not-at-top
+      plan, keras, rest = _run_options(multi_worker_run.take_flag(rest))
     except ValueError as e:
       return _usage_error(str(e))
     if not rest:

@@ -97,7 +97,20 @@ _TARGETS_WHERE_PRESENT: tuple[tuple[str, str, str, str], ...] = (
      "compat_distribute.v2.experimental", "auto_strategy"),
 )
 
+# ``install(multi_worker=True)`` also replaces these (``run`` asks for it
+# where tf.keras is Keras 3, or with ``--multi-worker ours``).
+_MULTI_WORKER_TARGETS: tuple[tuple[str, str, str, str], ...] = (
+    ("distribute", "MultiWorkerMirroredStrategy",
+     "compat_distribute.v2", "MultiWorkerMirroredStrategy"),
+    ("distribute.experimental", "MultiWorkerMirroredStrategy",
+     "compat_distribute.v2.experimental", "MultiWorkerMirroredStrategy"),
+    ("compat.v1.distribute.experimental", "MultiWorkerMirroredStrategy",
+     "compat_distribute.v1.experimental", "MultiWorkerMirroredStrategy"),
+)
+
 _lock = threading.RLock()
+# Whether the installation in effect includes _MULTI_WORKER_TARGETS.
+_multi_worker = False
 # While installed: one (module object, attribute, original value) per name
 # replaced, in the order replaced.  None while not installed.
 _originals: Optional[list[tuple[Any, str, Any]]] = None
@@ -119,11 +132,13 @@ def _tf_module(path: str) -> Any:
   return module
 
 
-def _targets() -> tuple[tuple[str, str, str, str], ...]:
-  """``_TARGETS``, and those of ``_TARGETS_WHERE_PRESENT`` that the running
-  TensorFlow has."""
+def _targets(multi_worker: bool = False
+             ) -> tuple[tuple[str, str, str, str], ...]:
+  """``_TARGETS``, those of ``_TARGETS_WHERE_PRESENT`` that the running
+  TensorFlow has, and with ``multi_worker`` ``_MULTI_WORKER_TARGETS``."""
   return _TARGETS + tuple(target for target in _TARGETS_WHERE_PRESENT
-                          if hasattr(_tf_module(target[0]), target[1]))
+                          if hasattr(_tf_module(target[0]), target[1])) + (
+                              _MULTI_WORKER_TARGETS if multi_worker else ())
 
 
 def _is_api_name(name: Any) -> bool:
@@ -300,10 +315,15 @@ class Installation:
             f"installed={is_installed()})")
 
 
-def install() -> Installation:
+def install(multi_worker: bool = False) -> Installation:
   """Rebinds TensorFlow's strategy names to the shim's classes.
 
   Calling it again while installed changes nothing.
+
+  Args:
+    multi_worker: also TensorFlow's ``MultiWorkerMirroredStrategy`` (v2,
+      its experimental spelling, and v1): what ``run`` asks for where
+      ``tf.keras`` is Keras 3, whose ``fit`` fails on TensorFlow's own.
 
   Returns:
     An ``Installation``; use it in a ``with`` statement to undo the install
@@ -322,12 +342,12 @@ def install() -> Installation:
     >>> type(tf.distribute.OneDeviceStrategy("/cpu:0")).__module__
     'tensorflow.python.distribute.one_device_strategy'
   """
-  global _originals, _supplied
+  global _originals, _supplied, _multi_worker
   with _lock:
     if _originals is not None:
       return Installation(swapped=False)
     replacements, register = {}, []
-    for tf_path, attr, our_module, our_attr in _targets():
+    for tf_path, attr, our_module, our_attr in _targets(multi_worker):
       ours = _our_class(our_module, our_attr)
       module = _tf_module(tf_path)
       native = getattr(module, attr)
@@ -349,6 +369,7 @@ def install() -> Installation:
       _undo(originals, register)
       raise
     _originals = originals
+    _multi_worker = multi_worker
     _added_modules[:] = register
     return Installation(swapped=True)
 
@@ -385,13 +406,14 @@ def uninstall() -> None:
     >>> tf.distribute.OneDeviceStrategy.__module__
     'tensorflow.python.distribute.one_device_strategy'
   """
-  global _originals
+  global _originals, _multi_worker
   with _lock:
     if _originals is None:
       return
     _undo(_originals, _added_modules)
     _added_modules.clear()
     _originals = None
+    _multi_worker = False
 
 
 def installed_names() -> dict[str, Any]:
@@ -402,4 +424,4 @@ def installed_names() -> dict[str, Any]:
   'tf.compat.v1.distribute.OneDeviceStrategy'
   """
   return {f"tf.{tf_path}.{attr}": getattr(_tf_module(tf_path), attr)
-          for tf_path, attr, _, _ in _targets()}
+          for tf_path, attr, _, _ in _targets(_multi_worker)}

@@ -17,6 +17,7 @@ from compat_distribute.input import InputContext
 from compat_distribute.strategies.one_device import OneDeviceStrategy
 from compat_distribute.replicas.context import ReplicaContext
 from compat_distribute.api.strategy import Strategy
+from compat_distribute.cluster.multi_worker import MultiWorkerMirroredStrategy
 from compat_distribute.v2 import experimental
 
 ReduceOp = _tf.distribute.ReduceOp
@@ -36,6 +37,7 @@ __all__ = [
     "Error",
     "DistributedDataset", "DistributedIterator", "DistributedValues",
     "InputContext", "InputOptions", "InputReplicationMode",
+    "MultiWorkerMirroredStrategy",
     "OneDeviceStrategy", "ReduceOp", "ReplicaContext", "RunOptions",
     "Strategy", "StrategyExtended", "experimental", "get_cross_replica_context",
     "get_replica_context", "get_strategy", "has_strategy",

@@ -75,6 +75,9 @@ Resolver = remote.Resolver
 class ClusterCentralStorageExtended(central_storage.CentralStorageExtended):
   """``strategy.extended`` of a ``CentralStorageStrategy`` on a cluster."""
 
+  # The jobs whose tasks run the replicas, in replica order.
+  _replica_jobs: tuple[str, ...] = ("worker",)
+
   def __init__(self, container_strategy: StrategyLike,
                client: remote.ClusterClient,
                cluster_wait_timeout: Union[float, None, object] = _UNSET
@@ -82,7 +85,8 @@ class ClusterCentralStorageExtended(central_storage.CentralStorageExtended):
     wait = (tasks.default_cluster_wait() if cluster_wait_timeout is _UNSET
             else cluster_wait_timeout)
     remote.connect(client, wait)
-    groups = remote.worker_devices(client)
+    self._check_tasks(client)
+    groups = remote.worker_devices(client, self._replica_jobs)
     compute = [device for _, replicas in groups for device in replicas]
     parameter_devices = client.parameter_devices
     super().__init__(container_strategy, compute, parameter_devices[0])
@@ -91,6 +95,9 @@ class ClusterCentralStorageExtended(central_storage.CentralStorageExtended):
     self._worker_groups = groups
     self._cluster_client = client
     self._ps_rotation = placement.RoundRobin(self._parameter_devices)
+
+  def _check_tasks(self, client: remote.ClusterClient) -> None:
+    """What a subclass checks of the tasks once connected (nothing here)."""
 
   def __repr__(self) -> str:
     return (f"{type(self).__name__}(worker_devices={self.worker_devices!r}, "

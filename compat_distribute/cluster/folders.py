@@ -28,20 +28,42 @@ import tensorflow as tf
 
 from compat_distribute.runtime import logs
 
+# The start of every task_file name.
+FILE_PREFIX = ".compat_distribute-"
 # The start of every done_file name.
-DONE_PREFIX = ".compat_distribute-done-"
+DONE_PREFIX = FILE_PREFIX + "done-"
+
+
+def task_file(kind: str, job: str, index: int, address: str) -> str:
+  """The name of the ``kind`` file of ``job``/``index``'s ``serve`` at
+  ``address`` in its folder: one per task, so tasks started in one folder
+  (one machine, or a shared one) never read or end each other's.  Kinds:
+  ``done`` (the chief's "the job is done"), ``cluster`` (the cluster of the
+  task's TF_CONFIG, which a MultiWorkerMirroredStrategy client compares with
+  its own), ``refused`` (that client's reason to refuse the task).
+
+  >>> task_file("cluster", "worker", 1, "h:2")
+  '.compat_distribute-cluster-worker-1-h_2'
+  """
+  return (f"{FILE_PREFIX}{kind}-{job}-{index}-"
+          + re.sub(r"[^A-Za-z0-9.]+", "_", address))
 
 
 def done_file(job: str, index: int, address: str) -> str:
   """The name of the file that tells ``job``/``index``'s ``serve`` at
-  ``address`` the job is done: one per task, so tasks started in one
-  folder (one machine, or a shared one) do not end each other.
+  ``address`` the job is done (``task_file``).
 
   >>> done_file("ps", 0, "[::1]:2222"), done_file("worker", 1, "h:2")
   ('.compat_distribute-done-ps-0-_1_2222', '.compat_distribute-done-worker-1-h_2')
   """
-  return f"{DONE_PREFIX}{job}-{index}-" + re.sub(r"[^A-Za-z0-9.]+", "_",
-                                                 address)
+  return task_file("done", job, index, address)
+
+
+def tell_done(job: str, index: int, address: str) -> None:
+  """Tells ``job``/``index``'s ``serve`` (at ``address``) the job is done:
+  writes its ``done_file`` there, by an op on that task."""
+  with tf.device(f"/job:{job}/replica:0/task:{index}/device:CPU:0"):
+    tf.io.write_file(done_file(job, index, address), "done")
 
 
 def folders_elsewhere(cluster: dict[str, list[str]]) -> list[str]:

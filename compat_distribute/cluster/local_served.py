@@ -261,3 +261,73 @@ class ServedCluster:
 
   def __exit__(self, *exc_info: object) -> None:
     self.stop()
+
+
+class MultiWorkerCluster:
+  """Every task of a ``MultiWorkerMirroredStrategy`` cluster (a ``worker``
+  job, maybe a ``chief``) on loopback ports, each started with the same
+  command, ``python -m compat_distribute run [RUN_OPTIONS] SCRIPT ARGS``,
+  and its own ``TF_CONFIG``.  Leaving the ``with`` block stops every
+  process it started.
+
+  >>> MultiWorkerCluster(num_workers=2, chief=True).tasks
+  [('chief', 0), ('worker', 0), ('worker', 1)]
+  """
+
+  def __init__(self, num_workers: int = 2, chief: bool = False,
+               env: Optional[dict[str, str]] = None) -> None:
+    ports = local.free_ports(num_workers + int(chief))
+    addresses = [f"{local.LOOPBACK}:{p}" for p in ports]
+    self.cluster = {"worker": addresses[int(chief):]}
+    if chief:
+      self.cluster["chief"] = addresses[:1]
+    self._env = dict(env or {})
+    self._logs: list[object] = []
+    self.processes: dict[tuple[str, int], subprocess.Popen] = {}
+
+  @property
+  def tasks(self) -> list[tuple[str, int]]:
+    """Every task, the chief first."""
+    return [(job, i) for job in ("chief", "worker")
+            for i in range(len(self.cluster.get(job, ())))]
+
+  def tf_config(self, task_type: str, index: int) -> str:
+    return local.tf_config(self.cluster, task_type, index)
+
+  def start_task(self, task_type: str, index: int, command: Sequence[str],
+                 env: Optional[dict[str, str]] = None) -> subprocess.Popen:
+    """Starts ``command`` (a list, e.g. ``[sys.executable, "-m",
+    "compat_distribute", "run", "train.py"]``) as one task."""
+    extra = {**self._env, "TF_CONFIG": self.tf_config(task_type, index),
+             **(env or {})}
+    process = local.start_process(list(command), extra, self._logs)
+    process.task = f"/job:{task_type}/task:{index}"  # type: ignore[attr-defined]
+    self.processes[(task_type, index)] = process
+    return process
+
+  def start(self, command: Sequence[str]) -> "MultiWorkerCluster":
+    """Starts ``command`` on every task not started yet."""
+    for task in self.tasks:
+      if task not in self.processes:
+        self.start_task(*task, command)
+    return self
+
+  def collect(self, timeout: float) -> dict[tuple[str, int], local.TaskResult]:
+    """Waits (bounded, ``timeout`` in all) for every process to end."""
+    deadline = time.monotonic() + timeout
+    return {task: collect(process, max(0.0, deadline - time.monotonic()))
+            for task, process in self.processes.items()}
+
+  def stop(self) -> None:
+    """Stops every process; safe to call twice."""
+    for process in self.processes.values():
+      local.stop_process(process)
+    for log in self._logs:
+      log.close()  # type: ignore[attr-defined]
+    self._logs = []
+
+  def __enter__(self) -> "MultiWorkerCluster":
+    return self
+
+  def __exit__(self, *exc_info: object) -> None:
+    self.stop()

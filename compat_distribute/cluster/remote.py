@@ -62,7 +62,7 @@ import json
 import os
 import threading
 import time
-from typing import Optional, Union
+from typing import Callable, Optional, Union
 
 import tensorflow as tf
 
@@ -105,6 +105,11 @@ class ClusterClient:
   task: int
   resolver: Optional[Resolver] = dataclasses.field(default=None,
                                                    compare=False)
+  # What the messages of ``connect`` call the strategy, and how a missing
+  # task is started.
+  owner = "CentralStorageStrategy"
+  start_hint = ("Start it with `python -m compat_distribute serve` and that "
+                "task's TF_CONFIG")
 
   @classmethod
   def of(cls, cluster: ClusterDict, job: str, task: int,
@@ -231,10 +236,23 @@ def explain(error: BaseException) -> BaseException:
   return causes.explain(error, _watchdog)
 
 
+# What else to do when a task is lost (``also_on_lost``), once per task.
+_lost_hooks: list[Callable[[failures.LostTask], None]] = []
+
+
+def also_on_lost(hook: Callable[[failures.LostTask], None]) -> None:
+  """Calls ``hook(task)`` (once per task) whenever the watchdog finds a
+  task lost, after this module's own action (once, if given twice)."""
+  if hook not in _lost_hooks:
+    _lost_hooks.append(hook)
+
+
 def _on_lost(task: failures.LostTask) -> None:
   # An op waiting on a stalled task waits for ever: make it fail now (and
   # every second from then on, as TensorFlow connects to it again).
   failures.close_connections_to(task.address)
+  for hook in _lost_hooks:
+    hook(task)
 
 
 _UNSET: object = object()
@@ -271,9 +289,7 @@ def connect(client: ClusterClient, timeout: Optional[float],
     if timeout is not None:
       tasks.wait_for_tasks(
           client.spec, client.served_tasks, float(timeout),
-          owner="CentralStorageStrategy",
-          start_hint=("Start it with `python -m compat_distribute serve` "
-                      "and that task's TF_CONFIG"),
+          owner=client.owner, start_hint=client.start_hint,
           wait_longer=("to wait longer set the COMPAT_DISTRIBUTE_CLUSTER_WAIT "
                        "environment variable (seconds)"))
     # Watched from here on: a task that stalls now would hold the
@@ -324,28 +340,33 @@ def _start_watchdog(client: ClusterClient,
     _hook_installed = True
 
 
-def worker_devices(client: ClusterClient
+def worker_devices(client: ClusterClient, jobs: tuple[str, ...] = ("worker",)
                    ) -> tuple[tuple[str, tuple[str, ...]], ...]:
-  """``(input host, compute devices)`` of each worker: all its GPUs, else
-  its CPU (the host)."""
-  gpus: dict[int, list[tuple[int, str]]] = {}
+  """``(input host, compute devices)`` of each task of ``jobs``, in order:
+  all its GPUs, else its CPU (the host)."""
+  gpus: dict[tuple[str, int], list[tuple[int, str]]] = {}
   for device in tf.config.list_logical_devices("GPU"):
     spec = tf.DeviceSpec.from_string(device.name)
-    if spec.job == "worker":
-      gpus.setdefault(spec.task, []).append((spec.device_index, device.name))
+    if spec.job in jobs:
+      gpus.setdefault((spec.job, spec.task), []).append(
+          (spec.device_index, device.name))
   groups = []
-  for i in range(client.num_tasks("worker")):
-    host = f"/job:worker/replica:0/task:{i}/device:CPU:0"
-    mine = tuple(name for _, name in sorted(gpus.get(i, [])))
-    groups.append((host, mine or (host,)))
+  for job in jobs:
+    for i in range(client.num_tasks(job)):
+      host = f"/job:{job}/replica:0/task:{i}/device:CPU:0"
+      mine = tuple(name for _, name in sorted(gpus.get((job, i), [])))
+      groups.append((host, mine or (host,)))
   return tuple(groups)
 
 
-def _say_done(client: ClusterClient, job: str, index: int) -> None:
-  with tf.device(f"/job:{job}/replica:0/task:{index}/device:CPU:0"):
-    tf.io.write_file(
-        folders.done_file(job, index,
-                          client.spec.task_address(job, index)), "done")
+# Tasks the client found are not compat_distribute's serve: never told.
+_not_ours: set[tuple[str, int]] = set()
+
+
+def do_not_tell(task: tuple[str, int]) -> None:
+  """Leaves ``task`` out of ``tell_servers_done`` (it is not ``serve``, so
+  a file written there would land in some program's working folder)."""
+  _not_ours.add(task)
 
 
 def tell_servers_done(timeout: float = SAY_DONE_TIMEOUT) -> list[str]:
@@ -367,16 +388,18 @@ def tell_servers_done(timeout: float = SAY_DONE_TIMEOUT) -> list[str]:
     if not addresses.accepts(client.spec.task_address(job, index)):
       return
     try:
+      address = client.spec.task_address(job, index)
       try:
-        _say_done(client, job, index)
+        folders.tell_done(job, index, address)
       except tf.errors.UnavailableError:  # a channel shut while it was
-        _say_done(client, job, index)     # lost: the next op connects anew
+        folders.tell_done(job, index, address)  # lost: a new op connects
       told.append(f"/job:{job}/task:{index}")
     except (tf.errors.OpError, RuntimeError) as e:
       logs.logger().warning("could not tell /job:%s/task:%d the job is "
                             "done: %s", job, index, e)
 
-  waiting = [task for task in client.served_tasks if task not in lost]
+  waiting = [task for task in client.served_tasks
+             if task not in lost and task not in _not_ours]
   threads = [threading.Thread(target=say, args=task, daemon=True,
                               name="tell-servers-done") for task in waiting]
   for thread in threads:

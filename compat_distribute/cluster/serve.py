@@ -22,6 +22,14 @@ task's ``tf.distribute.Server``, prints its address, and serves the client
   ``COMPAT_DISTRIBUTE_CLIENT_WAIT`` environment variable): status 3;
 * SIGTERM or Ctrl-C (SIGINT): status 128 + the signal's number.
 
+For a ``MultiWorkerMirroredStrategy`` cluster (a ``worker`` job, maybe a
+``chief``, no ``ps``) it serves every chief and worker task but the one
+that runs the program -- the chief, else worker 0, which the messages call
+"the chief" as TensorFlow does (``cluster.multi_worker_config``).  It
+writes its cluster into its working folder, where that task reads it to
+check that every task has the same cluster; when it does not, that task
+refuses this one (a file beside it) and ``serve`` ends with status 2.
+
 A mistake in ``TF_CONFIG`` or on the command line prints one error with the
 value and the fix and exits with status 2.  The server is TensorFlow's gRPC
 service, which answers anyone who reaches its port, unauthenticated, on
@@ -46,6 +54,7 @@ ValueError: TF_CONFIG names this task 'chief', which serve does not run: serve r
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import signal
 import sys
@@ -115,10 +124,13 @@ class UsageError(Error, ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class ServedTask:
-  """The task ``TF_CONFIG`` names, and its cluster."""
+  """The task ``TF_CONFIG`` names, its cluster, and the task that runs the
+  program (the client: the chief; for ``MultiWorkerMirroredStrategy`` the
+  chief, else worker 0)."""
   cluster: dict
   job: str
   index: int
+  client: tuple[str, int] = ("chief", 0)  # remote.CLIENT_JOB's task 0
 
   @property
   def address(self) -> str:
@@ -127,15 +139,43 @@ class ServedTask:
 
   @property
   def client_address(self) -> str:
-    from compat_distribute.cluster import remote, tasks  # pylint: disable=g-import-not-at-top
-    return tasks.task_addresses(self.cluster, remote.CLIENT_JOB)[0]
+    from compat_distribute.cluster import tasks  # pylint: disable=g-import-not-at-top
+    return tasks.task_addresses(self.cluster, self.client[0])[self.client[1]]
 
   @property
   def done_file(self) -> str:
     """Where the chief's "done" lands: this task's file in this folder."""
+    return self.file("done")
+
+  def file(self, kind: str) -> str:
+    """This task's ``kind`` file in this folder (``folders.task_file``)."""
     from compat_distribute.cluster import folders  # pylint: disable=g-import-not-at-top
-    return os.path.abspath(folders.done_file(self.job, self.index,
+    return os.path.abspath(folders.task_file(kind, self.job, self.index,
                                              self.address))
+
+
+def multi_worker_task(text: str) -> ServedTask:
+  """The task ``serve`` runs for a ``MultiWorkerMirroredStrategy`` cluster
+  (no ``ps`` job): a chief or worker task other than the driving one.
+
+  Raises:
+    ValueError: a bad cluster or task, or the driving task itself (which
+      runs the program), naming the task and the fix.
+  """
+  from compat_distribute.cluster import multi_worker_config  # pylint: disable=g-import-not-at-top
+  try:
+    task = multi_worker_config.from_tf_config(text)
+  except ValueError as e:
+    raise type(e)(f"{e} TF_CONFIG is {text!r}.") from e
+  if task is None:  # not reached: called for a cluster with workers
+    raise ValueError(f"TF_CONFIG names no cluster: {text!r}.")
+  if task.drives:
+    raise multi_worker_config.MultiWorkerConfigError(
+        f"TF_CONFIG names this task {task.name}, which runs the "
+        f"MultiWorkerMirroredStrategy program itself (the chief, else worker "
+        f"0), so serve does not run it. Start it with `"
+        f"{multi_worker_config.RUN_COMMAND}`. TF_CONFIG is {text!r}.")
+  return ServedTask(task.cluster, task.job, task.index, task.driver)
 
 
 def check_serve_config(text: Optional[str]) -> ServedTask:
@@ -156,6 +196,9 @@ def check_serve_config(text: Optional[str]) -> ServedTask:
   config = tasks.load_tf_config(text)
   cluster = config.get("cluster")
   task = config.get("task")
+  if isinstance(cluster, dict) and cluster.get("worker") and not cluster.get(
+      "ps"):
+    return multi_worker_task(text)
   missing = [job for job in (remote.CLIENT_JOB, *remote.SERVED_JOBS)
              if not isinstance(cluster, dict) or not cluster.get(job)]
   if missing:
@@ -261,22 +304,31 @@ def serve(task: ServedTask, options: ServeOptions) -> None:
   signal.signal(signal.SIGTERM, _note_stop)
   signal.signal(signal.SIGINT, _note_stop)
   folder = os.getcwd()
-  _take(task.done_file)  # a killed serve of this task left it
-  tf.distribute.Server(
-      tf.train.ClusterSpec(task.cluster), job_name=task.job,
-      task_index=task.index, protocol="grpc", start=True)
-  _, port = addresses.split(task.address)
-  _say(f"/job:{task.job}/task:{task.index} serving at {task.address} "
-       f"(port {port} on every interface), in {folder} (relative paths of "
-       f"ops the chief runs here resolve there); waiting up to "
-       f"{options.client_wait:g} s for the chief at {task.client_address}")
-  _say("WARNING: this server answers anyone who reaches its port, without "
-       "authentication; run it only on a trusted network")
-  if not os.access(folder, os.W_OK):
-    _say(f"WARNING: this process cannot write to {folder}: the chief "
-         "cannot tell it its job is done there, so it will end as on a "
-         "chief gone (status 1); start serve in a folder it can write")
-  status = _watch(task, options)
+  for kind in ("done", "refused"):
+    _take(task.file(kind))  # a killed serve of this task left it
+  # What a MultiWorkerMirroredStrategy client reads (by an op on this task)
+  # to check the cluster; removed at the end.
+  cluster_file = task.file("cluster")
+  with open(cluster_file, "w", encoding="utf-8") as f:
+    json.dump(task.cluster, f, sort_keys=True)
+  try:
+    tf.distribute.Server(
+        tf.train.ClusterSpec(task.cluster), job_name=task.job,
+        task_index=task.index, protocol="grpc", start=True)
+    _, port = addresses.split(task.address)
+    _say(f"/job:{task.job}/task:{task.index} serving at {task.address} "
+         f"(port {port} on every interface), in {folder} (relative paths of "
+         f"ops the chief runs here resolve there); waiting up to "
+         f"{options.client_wait:g} s for the chief at {task.client_address}")
+    _say("WARNING: this server answers anyone who reaches its port, without "
+         "authentication; run it only on a trusted network")
+    if not os.access(folder, os.W_OK):
+      _say(f"WARNING: this process cannot write to {folder}: the chief "
+           "cannot tell it its job is done there, so it will end as on a "
+           "chief gone (status 1); start serve in a folder it can write")
+    status = _watch(task, options)
+  finally:
+    _take(cluster_file)
   _say(f"exit status {status}")
   sys.stdout.flush()
   sys.stderr.flush()
@@ -294,6 +346,12 @@ def _watch(task: ServedTask, options: ServeOptions) -> int:
     if _stop_signal:
       _say(f"stopped by signal {_stop_signal[0]}")
       return 128 + _stop_signal[0]
+    refused = task.file("refused")
+    if os.path.exists(refused):
+      with open(refused, encoding="utf-8") as f:
+        sys.stderr.write(f"{PROG}: error: {f.read()}\n")
+      _take(refused)
+      return 2
     if _take(task.done_file):
       _say("the chief says its job is done; stopping")
       # Let the chief close its connections first (bounded).

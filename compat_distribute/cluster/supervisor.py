@@ -220,17 +220,29 @@ def _clock(when: float) -> str:
 
 def served_tasks(tf_config: Optional[str]) -> list[tuple[str, str]]:
   """``(task name, address)`` of every worker and ps task of
-  ``TF_CONFIG``; empty when it names no cluster."""
+  ``TF_CONFIG`` (without ps, a ``MultiWorkerMirroredStrategy`` cluster:
+  every chief and worker task) but the one it names, this program's;
+  empty when it names no cluster.
+
+  >>> served_tasks('{"cluster": {"worker": ["a:1", "b:1"]}, '
+  ...              '"task": {"type": "worker", "index": 0}}')
+  [('/job:worker/task:1', 'b:1')]
+  """
   try:
-    cluster = json.loads(tf_config or "{}").get("cluster") or {}
+    config = json.loads(tf_config or "{}")
+    cluster = config.get("cluster") or {}
+    task = config.get("task") or {}
+    me = (f"/job:{task.get('type')}/task:{task.get('index')}"
+          if isinstance(task, dict) else None)
   except (ValueError, AttributeError):
     return []
   found = []
-  for job in ("worker", "ps"):
+  for job in ("worker", "ps") if cluster.get("ps") else ("chief", "worker"):
     addresses = cluster.get(job) or []
     if isinstance(addresses, dict):
       addresses = [addresses[k] for k in sorted(addresses, key=int)]
-    found += [(f"/job:{job}/task:{i}", a) for i, a in enumerate(addresses)]
+    found += [(f"/job:{job}/task:{i}", a) for i, a in enumerate(addresses)
+              if f"/job:{job}/task:{i}" != me]
   return found
 
 

@@ -163,8 +163,9 @@ def task_addresses(cluster: dict[str, Any], job: str) -> list[str]:
 
 
 def check_cluster(cluster: dict[str, Any], task_type: Any, task_id: Any,
-                  source: str) -> None:
-  """The checks of ``check_tf_config`` on a cluster dict and a task."""
+                  source: str, needs_ps: bool = True) -> None:
+  """The checks of ``check_tf_config`` on a cluster dict and a task (the
+  ``ps`` job's only with ``needs_ps``)."""
   if task_type not in TASK_TYPES:
     raise ValueError(
         f"{source} names task type {task_type!r}; it must be one of "
@@ -185,7 +186,7 @@ def check_cluster(cluster: dict[str, Any], task_type: Any, task_id: Any,
         f"{source} names task index {task_id!r} of job {task_type!r}, which "
         f"has {count} task{'s' if count != 1 else ''} ({tasks!r}). Use an "
         f"index in {ids}.")
-  if not cluster.get("ps"):
+  if needs_ps and not cluster.get("ps"):
     raise ValueError(
         f"{source} has no 'ps' job: ParameterServerStrategy puts variables on "
         f"the tasks of the 'ps' job, but the cluster is {cluster!r}. Add e.g. "

@@ -252,6 +252,43 @@ class AggregatingVariable(_tf_compat.VariableBase, _tf_compat.TensorMarker):
     self._v._write_object_proto(proto, options)  # pylint: disable=protected-access
 
 
+class ShareOnReadVariable(AggregatingVariable):
+  """A ``synchronization=ON_READ`` variable with ``aggregation=SUM`` (what
+  Keras 3 makes its metrics' totals and counts) under a strategy whose
+  replicas stand for mirrored tasks (``MultiWorkerMirroredStrategy``).
+
+  TensorFlow's mirrored strategies keep one copy per replica: a replica
+  reads and writes its own, a cross-replica read sums them.  Here the one
+  central variable holds that sum and each replica's copy is taken to be an
+  equal share of it: a read inside ``strategy.run`` gives the value divided
+  by the number of replicas, elsewhere the sum.  So Keras' ``assign(self +
+  delta)`` from every replica, combined by SUM, adds the replicas' deltas
+  once, as on TensorFlow's strategy (a plain central variable would add
+  the old value once per replica).
+  """
+
+  def _share(self, value: tf.Tensor) -> tf.Tensor:
+    strategy = self._distribute_strategy
+    if not context.in_replica_context_of(strategy):
+      return value
+    return value / tf.cast(strategy.num_replicas_in_sync, value.dtype)
+
+  def value(self) -> tf.Tensor:
+    """The value: this replica's share in replica context, else the sum."""
+    return self._share(self._v.value())
+
+  def read_value(self) -> tf.Tensor:
+    """Reads the value (this replica's share in replica context)."""
+    return self._share(self._v.read_value())
+
+  def _dense_var_to_tensor(self, dtype: Optional[tf.DType] = None,
+                           name: Optional[str] = None,
+                           as_ref: bool = False) -> tf.Tensor:
+    tensor = super()._dense_var_to_tensor(dtype=dtype, name=name,
+                                          as_ref=as_ref)
+    return tensor if as_ref else self._share(tensor)
+
+
 def _forward(name: str, is_property: bool) -> None:
   """Defines ``AggregatingVariable.<name>`` as the wrapped variable's."""
   if is_property:

@@ -29,6 +29,7 @@ from compat_distribute.runtime.types import DeviceOrFunction
 from compat_distribute.runtime.types import ExtendedLike
 from compat_distribute.variables import placement as placement_lib
 from compat_distribute.variables.aggregating import AggregatingVariable
+from compat_distribute.variables.aggregating import ShareOnReadVariable
 
 _Aggregation = tf.VariableAggregation
 _VALID_AGGREGATIONS = (_Aggregation.NONE, _Aggregation.SUM, _Aggregation.MEAN,
@@ -77,8 +78,13 @@ def create_central_variable(extended: ExtendedLike, next_creator: Creator,
   kwargs["collections"] = []
   with placement:
     variable = next_creator(**kwargs)
-  wrapper = AggregatingVariable(extended._container_strategy(), variable,  # pylint: disable=protected-access
-                                aggregation)
+  kind = AggregatingVariable
+  if (getattr(extended, "_shares_on_read", False) and
+      aggregation == _Aggregation.SUM and kwargs.get("synchronization") ==
+      tf.VariableSynchronization.ON_READ):
+    kind = ShareOnReadVariable  # a mirrored strategy's per-replica copies
+  wrapper = kind(extended._container_strategy(), variable,  # pylint: disable=protected-access
+                 aggregation)
   _fix_collections(variable, wrapper, collections)
   return wrapper
 

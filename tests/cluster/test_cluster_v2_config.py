@@ -159,8 +159,13 @@ def test_missing_task_error_names_the_tasks_and_addresses():
     ("{not json", "TF_CONFIG is not valid JSON"),
     (tf_config("worker", cluster={"worker": ["a:1"], "ps": ["b:1"]}),
      "cluster has no 'chief' job"),
+    # Without ps: a MultiWorkerMirroredStrategy cluster, whose chief runs
+    # the program.
     (tf_config("chief", cluster={"chief": ["a:1"], "worker": ["b:1"]}),
-     "cluster has no 'ps' job"),
+     "this task /job:chief/task:0, which runs the MultiWorkerMirroredStrategy"
+     " program itself"),
+    (tf_config("evaluator", cluster={"worker": ["b:1"], "evaluator": ["e:1"]}),
+     "/job:evaluator/task:0, an evaluator, which takes no part"),
     (tf_config("chief"), "names this task 'chief', which serve does not run"),
     (tf_config("evaluator", cluster={**CLUSTER, "evaluator": ["e:1"]}),
      "names this task 'evaluator', which serve does not run"),

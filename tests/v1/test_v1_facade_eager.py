@@ -57,9 +57,13 @@ def test_v1_class_names_are_tensorflows():
 def test_facade_falls_back_to_tf():
   assert v1.MirroredStrategy is tf.compat.v1.distribute.MirroredStrategy
   assert v1.get_loss_reduction is tf.compat.v1.distribute.get_loss_reduction
-  assert (v1.experimental.MultiWorkerMirroredStrategy is
+  # ParameterServerStrategy and MultiWorkerMirroredStrategy are ours
+  # (docs/cluster.md), not fall-throughs.
+  assert issubclass(
+      v1.experimental.MultiWorkerMirroredStrategy,
+      tf.compat.v1.distribute.experimental.MultiWorkerMirroredStrategy)
+  assert (v1.experimental.MultiWorkerMirroredStrategy is not
           tf.compat.v1.distribute.experimental.MultiWorkerMirroredStrategy)
-  # ParameterServerStrategy is ours (docs/cluster.md), not a fall-through.
   assert (v1.experimental.ParameterServerStrategy is not
           tf.compat.v1.distribute.experimental.ParameterServerStrategy)
   with pytest.raises(AttributeError):

@@ -5,10 +5,13 @@ import tensorflow as _tf
 
 from compat_distribute.cluster.central_storage import (
     CentralStorageStrategyV1 as CentralStorageStrategy)
+from compat_distribute.cluster.multi_worker import (
+    MultiWorkerMirroredStrategyV1 as MultiWorkerMirroredStrategy)
 from compat_distribute.cluster.parameter_server import (
     ParameterServerStrategyV1 as ParameterServerStrategy)
 
-__all__ = ["CentralStorageStrategy", "ParameterServerStrategy"]
+__all__ = ["CentralStorageStrategy", "MultiWorkerMirroredStrategy",
+           "ParameterServerStrategy"]
 
 
 def __getattr__(name):

@@ -8,10 +8,13 @@ that compat_distribute does not implement."""
 import tensorflow as _tf
 
 from compat_distribute.cluster.central_storage import CentralStorageStrategy
+from compat_distribute.cluster.multi_worker import (
+    MultiWorkerMirroredStrategyExperimental as MultiWorkerMirroredStrategy)
 from compat_distribute.input import ValueContext
 from compat_distribute.strategies.auto import auto_strategy
 
-__all__ = ["CentralStorageStrategy", "ValueContext", "auto_strategy"]
+__all__ = ["CentralStorageStrategy", "MultiWorkerMirroredStrategy",
+           "ValueContext", "auto_strategy"]
 
 
 def __getattr__(name):
