@@ -56,9 +56,13 @@ def call_on_replica_thread(caller: caller_state.CallerState,
 
   def job() -> None:
     try:
+      # The caller's name scope and variable scope as they are: entering
+      # the scope object opens no name scope of its own here, since
+      # ``call`` re-enters it as it would on the calling thread.
       with caller_state.BorrowedState(caller), \
           caller.graph.name_scope(_absolute(caller.name_scope)), \
-          tf.compat.v1.variable_scope(caller.var_scope):
+          tf.compat.v1.variable_scope(caller.var_scope,
+                                      auxiliary_name_scope=False):
         outcome.append((True, call()))
     except BaseException as e:  # pylint: disable=broad-except
       outcome.append((False, e))

@@ -98,3 +98,34 @@ def test_a_keras_layer_built_in_a_v1_graph_replica_starts_as_native(replicas):
   # On the calling thread the kernel would be drawn from the seed
   # generator set_random_seed made there, one layer further on.
   np.testing.assert_array_equal(kernels["ours"], kernels["native"])
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_names_made_in_a_graph_replica_and_its_merge_fn_are_natives(replicas):
+  """Inside a v1 variable scope, what the replica and its ``merge_fn``
+  create is named as on TensorFlow (the replica thread takes the caller's
+  name and variable scope as they are)."""
+  names = {}
+  for impl in ("ours", "native"):
+    strategy = strategies.strategy(impl, "central_storage", replicas,
+                                   facade="v1")
+    with tf.Graph().as_default(), strategy.scope(), \
+        tf.compat.v1.variable_scope("outer"):
+      made = []
+
+      def replica_fn():
+        made.append(tf.constant(1.0, name="in_replica").name)
+        made.append(tf.compat.v1.get_variable("v", shape=()).name)
+
+        def merge_fn(_):
+          with tf.init_scope():
+            made.append(tf.Variable(0.0, name="in_merge").name)
+          made.append(tf.constant(2.0, name="merged").name)
+
+        tf.distribute.get_replica_context().merge_call(merge_fn)
+        return tf.constant(0.0)
+
+      strategy.run(replica_fn)
+    names[impl] = made
+  assert names["ours"] == names["native"]
