@@ -228,8 +228,10 @@ class AggregatingVariable(_tf_compat.VariableBase, _tf_compat.TensorMarker):
 
   def _gather_saveables_for_checkpoint(self) -> dict[str, Any]:
     # Only a TF1 name-based Saver asks for these (tf.train.Checkpoint and
-    # SavedModel use _serialize_to_tensors).
-    if _filed_beside(self._v):
+    # SavedModel use _serialize_to_tensors); TensorFlow's refuses to save a
+    # variable and its wrapper together.
+    saving = _tf_private.tf1_saver_list() or ()
+    if any(v is self._v for v in saving):
       raise SameNameSavedTwiceError(self._v)
     return self._v._gather_saveables_for_checkpoint()  # pylint: disable=protected-access
 
@@ -341,12 +343,3 @@ class SameNameSavedTwiceError(Error, ValueError):
         "estimators, whose defaults are v1 optimizers), variables made by "
         "tf.compat.v1.get_variable, or OneDeviceStrategy.")
 
-
-def _filed_beside(variable: tf.Variable) -> bool:
-  """Whether ``variable`` itself, not only its wrapper, is in its graph's
-  ``GLOBAL_VARIABLES`` (``central`` leaves it there as TensorFlow does)."""
-  graph = getattr(variable, "graph", None)
-  if graph is None or tf.executing_eagerly():
-    return False
-  members = graph.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES)
-  return any(v is variable for v in members)

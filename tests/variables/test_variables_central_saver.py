@@ -53,3 +53,17 @@ def test_get_variable_and_one_replica_save_as_natively(replicas):
                v1.get_variable("w", shape=(2,))):
     assert _build(ours, make) == _build(native, make)[:2] + (None,)
     assert _build(ours, make)[0] == ["w:0"]
+
+
+def test_a_saver_of_the_wrappers_alone_saves_as_natively():
+  """Saver(var_list=trainable_variables()) lists the wrapper, not the
+  variable filed beside it: TensorFlow's saves, so ours does."""
+  ours, native = strategies.pair("central_storage", 2, facade="v1")
+
+  def build(strategy):
+    with tf.Graph().as_default(), strategy.scope():
+      tf.Variable(1.0, name="slot")
+      v1.train.Saver(var_list=v1.trainable_variables())
+      return [v.name for v in v1.global_variables()]
+
+  assert build(ours) == build(native) == ["slot:0", "slot:0"]
