@@ -14,6 +14,7 @@ fixture script twice, at the same time, in two processes:
 Both inherit the test run's TMPDIR; every process started is killed and
 reaped before the helper returns.
 """
+import importlib.util
 import json
 import os
 import subprocess
@@ -21,6 +22,10 @@ import sys
 
 import pytest
 
+needs_estimator = pytest.mark.skipif(
+    importlib.util.find_spec("tensorflow_estimator") is None,
+    reason="tensorflow-estimator is not installed (pip install "
+    "tensorflow-estimator==2.15.0; tox -e tf221 installs it)")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 ORACLE_VARIABLE = "ESTIMATOR_ORACLE_PYTHON"
@@ -75,10 +80,19 @@ def finish(process, who, timeout=TIMEOUT):
   return json.loads(out.strip().splitlines()[-1])
 
 
-def run_both(script, args, tmp_path, env=None):
+def native_python():
+  """The interpreter that runs a script natively: this one where
+  TensorFlow still bundles Estimator (2.12-2.15), else the oracle."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  minor = int(tf.__version__.split(".")[1])
+  return sys.executable if minor <= 15 else oracle_python()
+
+
+def run_both(script, args, tmp_path, env=None, oracle=None):
   """(ours, native) results of ``script`` run with ``args`` (each in its
-  own folder under ``tmp_path``)."""
-  oracle = oracle_python()
+  own folder under ``tmp_path``); natively with ``oracle`` (default: the
+  Estimator oracle)."""
+  oracle = oracle or oracle_python()
   path = os.path.join(FIXTURES, script)
   processes = {}
   try:
