@@ -141,5 +141,6 @@ from compat_distribute._tf_private.scopes import set_variable_creator_stack
 from compat_distribute._tf_private.scopes import strategy_stack
 from compat_distribute._tf_private.scopes import strategy_stack_of
 from compat_distribute._tf_private.scopes import summary_state
+from compat_distribute._tf_private.scopes import tf1_saver_list
 from compat_distribute._tf_private.scopes import variable_creator_stack
 from compat_distribute._tf_private.scopes import variable_creators

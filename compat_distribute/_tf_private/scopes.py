@@ -35,10 +35,16 @@ flow, the summary state (part of ``compat_distribute._tf_private``).
   sets its ``is_recording_distribution_strategy`` so that only replica 0
   writes summaries (TensorFlow's rule), and replica worker threads take the
   caller's writer, step and ``record_if`` condition, which are thread-local.
+* ``saveable_object_util.op_list_to_dict``'s local ``op_list`` -- the
+  variables a TF1 ``Saver`` is saving, read from its frame when it asks an
+  ``AggregatingVariable`` for its saveables.  TensorFlow's Saver refuses
+  when the list holds a CentralStorage variable and its wrapper both; ours
+  raises then, and only then, and the Saver passes nothing else that tells.
 """
 from __future__ import annotations
 
-from typing import Any
+import sys
+from typing import Any, Optional
 
 import tensorflow as tf
 
@@ -166,3 +172,16 @@ def summary_state() -> Any:
   """The calling thread's summary state: ``writer``, ``step``,
   ``is_recording`` and ``is_recording_distribution_strategy``."""
   return _summary_ops_v2._summary_state  # pylint: disable=protected-access
+
+
+def tf1_saver_list() -> Optional[list[Any]]:
+  """The variables of the TF1 ``Saver`` building on this thread (the
+  ``op_list`` of the innermost ``op_list_to_dict`` call), or None."""
+  frame = sys._getframe(1)  # pylint: disable=protected-access
+  while frame is not None:
+    code = frame.f_code
+    if (code.co_name == "op_list_to_dict"
+        and code.co_filename.endswith("saveable_object_util.py")):
+      return frame.f_locals.get("op_list")
+    frame = frame.f_back
+  return None

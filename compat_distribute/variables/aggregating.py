@@ -27,6 +27,7 @@ import tensorflow as tf
 from compat_distribute import _tf_compat
 from compat_distribute import _tf_private
 from compat_distribute.runtime import context
+from compat_distribute.runtime.errors import Error
 from compat_distribute.runtime.types import Nest
 from compat_distribute.runtime.types import StrategyLike
 from compat_distribute.variables.trace_types import SameObject
@@ -226,6 +227,12 @@ class AggregatingVariable(_tf_compat.VariableBase, _tf_compat.TensorMarker):
   # -- checkpoints and SavedModel ---------------------------------------------
 
   def _gather_saveables_for_checkpoint(self) -> dict[str, Any]:
+    # Only a TF1 name-based Saver asks for these (tf.train.Checkpoint and
+    # SavedModel use _serialize_to_tensors); TensorFlow's refuses to save a
+    # variable and its wrapper together.
+    saving = _tf_private.tf1_saver_list() or ()
+    if any(v is self._v for v in saving):
+      raise SameNameSavedTwiceError(self._v)
     return self._v._gather_saveables_for_checkpoint()  # pylint: disable=protected-access
 
   def _serialize_to_tensors(self) -> dict[str, Any]:
@@ -344,3 +351,32 @@ def _to_tensor(variable: AggregatingVariable, dtype: Optional[tf.DType] = None,
 
 
 tf.register_tensor_conversion_function(AggregatingVariable, _to_tensor)
+
+
+class SameNameSavedTwiceError(Error, ValueError):
+  """A TF1 ``Saver`` over a graph where a multi-replica CentralStorage
+  variable is filed twice under one name, as TensorFlow's strategy files it.
+
+  A ``tf.Variable`` (the V2 constructor, which takes no ``collections``)
+  created in a ``tf.Graph`` under a CentralStorage strategy with several
+  replicas is filed in ``GLOBAL_VARIABLES`` by TensorFlow both as itself and
+  as its ``AggregatingVariable``; TensorFlow's ``Saver`` then refuses the
+  graph's variables with this ``ValueError``.  Keras optimizers create their
+  slots that way, so TensorFlow 2 canned estimators (default Adagrad and
+  Ftrl) cannot checkpoint under TensorFlow's CentralStorage.
+  """
+
+  def __init__(self, variable: tf.Variable) -> None:
+    name = variable._shared_name  # pylint: disable=protected-access
+    super().__init__(
+        f"At least two variables have the same name: {name}. As TensorFlow's "
+        "CentralStorageStrategy with several replicas does, this graph files "
+        f"{name!r} twice in GLOBAL_VARIABLES (the tf.Variable created in a "
+        "graph, e.g. a Keras optimizer's slot, and its AggregatingVariable), "
+        "so a TF1 Saver (an Estimator's checkpoints) cannot save it; "
+        "TensorFlow raises the same ValueError. What runs instead: a v1 "
+        "optimizer (e.g. optimizer=lambda: tf.compat.v1.train."
+        "AdagradOptimizer(0.05), or the tf.compat.v1.estimator canned "
+        "estimators, whose defaults are v1 optimizers), variables made by "
+        "tf.compat.v1.get_variable, or OneDeviceStrategy.")
+

@@ -47,7 +47,9 @@ def create_central_variable(extended: ExtendedLike, next_creator: Creator,
   ``extended.parameter_devices[0]`` whatever device or colocation scope it
   is created in.  With more than one replica it is
   wrapped in an ``AggregatingVariable`` (and, in graph mode, the wrapper
-  replaces the variable in the graph's collections).
+  replaces the variable in the graph's collections -- except that a
+  ``tf.Variable`` the next creator filed in ``GLOBAL_VARIABLES`` itself
+  stays there beside its wrapper, as TensorFlow's strategy leaves it).
 
   Args:
     extended: the strategy's ``StrategyExtended``.
@@ -127,9 +129,11 @@ def _fix_collections(variable: tf.Variable, wrapper: AggregatingVariable,
   if variable.trainable and _GraphKeys.TRAINABLE_VARIABLES not in collections:
     collections.append(_GraphKeys.TRAINABLE_VARIABLES)
   # A creator that ignores `collections` (tf.Variable in a tf.Graph) has
-  # already filed the inner variable; the wrapper takes its place.
-  for key in (_GraphKeys.GLOBAL_VARIABLES, _GraphKeys.TRAINABLE_VARIABLES):
-    members = tf.compat.v1.get_collection_ref(key)
-    if any(v is variable for v in members):
-      members[:] = [v for v in members if v is not variable]
+  # already filed the inner variable.  The wrapper takes its place among the
+  # trainable variables; in GLOBAL_VARIABLES both stay, as TensorFlow's
+  # CentralStorage leaves them, so a TF1 Saver over the graph's variables
+  # raises as TensorFlow's does (aggregating.SameNameSavedTwiceError).
+  members = tf.compat.v1.get_collection_ref(_GraphKeys.TRAINABLE_VARIABLES)
+  if any(v is variable for v in members):
+    members[:] = [v for v in members if v is not variable]
   tf.compat.v1.add_to_collections(collections, wrapper)

@@ -14,6 +14,7 @@ fixture script twice, at the same time, in two processes:
 Both inherit the test run's TMPDIR; every process started is killed and
 reaped before the helper returns.
 """
+import importlib.util
 import json
 import os
 import subprocess
@@ -21,6 +22,10 @@ import sys
 
 import pytest
 
+needs_estimator = pytest.mark.skipif(
+    importlib.util.find_spec("tensorflow_estimator") is None,
+    reason="tensorflow-estimator is not installed (pip install "
+    "tensorflow-estimator==2.15.0; tox -e tf221 installs it)")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 ORACLE_VARIABLE = "ESTIMATOR_ORACLE_PYTHON"
