@@ -37,6 +37,7 @@ PAGE = (support.ROOT / "docs" / "cluster.md").read_text()
 TIMEOUT = 420  # seconds; a run on the shared 2-core machine took 85 s
 # The page's example folder, in the lines it shows.
 PAGE_JOB = "/home/me/job"
+KERAS_REFUSES = "BackupAndRestore callback only supports"
 
 
 def shown_lines():
@@ -87,8 +88,28 @@ def run_script(tmp_path):
   return job, process.returncode, out
 
 
+def native_uninterrupted(tmp_path):
+  """train_resume.py as printed, run by native TensorFlow alone, never
+  killed: the reference weights (a skip where this Keras' BackupAndRestore
+  refuses the strategy, as the page says of TensorFlow 2.12's)."""
+  native = tmp_path / "native_train_resume.py"
+  native.write_text(native_cluster.native_source(
+      support.doc_program("cluster.md", "train_resume.py")))
+  result = native_cluster.run_native(
+      str(native), [str(tmp_path / "native_backup")], TIMEOUT)
+  if KERAS_REFUSES in result.stderr:
+    pytest.skip("this Keras' tf.keras.callbacks.BackupAndRestore refuses "
+                "CentralStorageStrategy, TensorFlow's own too "
+                "(NotImplementedError; docs/cluster.md says so); "
+                "tests/clients/cluster/test_cluster_restart.py's custom "
+                "loop covers the restart here")
+  assert result.returncode == 0, result.stderr[-5000:]
+  return native_cluster.final_weights(result.stdout, "native")
+
+
 def test_one_machine_recipe_resumes_twice_at_native_uninterrupted_weights(
     tmp_path):
+  reference = native_uninterrupted(tmp_path)
   job, status, out = run_script(tmp_path)
   chief_log = (job / "chief.log").read_text()
   assert status == 0 and "run ended with status 0" in out, (
@@ -106,12 +127,6 @@ def test_one_machine_recipe_resumes_twice_at_native_uninterrupted_weights(
     assert log.rstrip().endswith("ended with status 0"), log[-3000:]
     assert "the chief says its job is done" in log, log[-3000:]
   # The end weights: those of TensorFlow's own strategy, never interrupted.
-  native = tmp_path / "native_train_resume.py"
-  native.write_text(native_cluster.native_source(
-      support.doc_program("cluster.md", "train_resume.py")))
-  reference = native_cluster.run_native(
-      str(native), [str(tmp_path / "native_backup")], TIMEOUT)
-  assert reference.returncode == 0, reference.stderr[-5000:]
   native_cluster.assert_same(
       native_cluster.final_weights(chief_log, "the restarted program"),
-      native_cluster.final_weights(reference.stdout, "native"))
+      reference)
