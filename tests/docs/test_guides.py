@@ -18,7 +18,8 @@ each such crash is reported as a warning with its stacks.  A crash anywhere
 else fails at once.
 
 The programs of cluster.md and estimator.md need a cluster or Estimator and
-run in tests/clients/cluster/test_cluster_v2.py and
+run in tests/clients/cluster/test_cluster_v2.py (cluster.md's
+train_resume.py and one_machine.sh: tests/docs/test_cluster_recipes.py) and
 tests/clients/estimator/test_estimator_programs.py (estimator.md's
 keras_check.py and its commands: tests/clients/runner/test_runner_keras_choice.py).
 

@@ -2,9 +2,11 @@
 tests), and the parts of the package it must not leave out (the cluster
 strategy, the command line, installing for one's own code); every link
 resolves; the tf.distribute spelling of first.py runs under
-``python -m compat_distribute run`` with ours and prints what it shows."""
+``python -m compat_distribute run`` with ours and prints what it shows;
+the commands of "The command line" run as printed."""
 import os
 import re
+import shlex
 import subprocess
 import sys
 
@@ -76,9 +78,13 @@ def test_the_tf_distribute_first_py_runs_under_run_with_ours(tmp_path):
   script.write_text(source)
   env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
   printed = {}
-  for how, command in (("run", ["-m", "compat_distribute", "run"]),
-                       ("plain", [])):
-    result = subprocess.run([sys.executable, *command, str(script)],
+  shown_command = re.search(r"`(python -m compat_distribute run first\.py)` "
+                            r"prints \(`(python first\.py)`", README)
+  assert shown_command, "README.md: the command that runs first.py"
+  for how, line in (("run", shown_command.group(1)),
+                    ("plain", shown_command.group(2))):
+    command = shlex.split(line)  # as printed, in the folder of first.py
+    result = subprocess.run([sys.executable, *command[1:]],
                             cwd=tmp_path, env=env, capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -93,3 +99,22 @@ def test_the_tf_distribute_first_py_runs_under_run_with_ours(tmp_path):
   assert len(printed["run"]) == len(shown) == 2
   if tf.__version__ == "2.21.0":  # the numbers the README shows
     assert printed["run"][1] == printed["plain"][1] == shown[1]
+
+
+@pytest.mark.subprocess
+def test_the_command_line_section_runs_as_printed():
+  blocks = re.findall(r"```sh\n(.*?)```", section("The command line"), re.S)
+  assert len(blocks) == 1, blocks
+  lines = blocks[0].splitlines()
+  assert len(lines) == 4, lines
+  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+  for line in lines:
+    command = shlex.split(line, comments=True)
+    assert command[:3] == ["python", "-m", "compat_distribute"], line
+    result = subprocess.run([sys.executable, *command[1:]], env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, f"{line}: {result.stderr[-3000:]}"
+    # Each help names its own command, and the top one every command.
+    names = command[3:-1] or ["run", "demo", "serve"]
+    for name in names:
+      assert name in result.stdout, f"{line}:\n{result.stdout}"

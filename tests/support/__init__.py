@@ -18,11 +18,11 @@ ROOT = TESTS.parent
 FIXTURES = TESTS / "fixtures"
 
 
-def doc_program(page: str, name: str) -> str:
-  """The ```python block of ``docs/page`` whose first line is ``# name``,
-  as printed there."""
+def doc_program(page: str, name: str, lang: str = "python") -> str:
+  """The ```python (or ```lang) block of ``docs/page`` whose first line is
+  ``# name``, as printed there."""
   text = (ROOT / "docs" / page).read_text()
-  match = re.search(rf"^```python\n(# {re.escape(name)}\n.*?)^```$", text,
+  match = re.search(rf"^```{lang}\n(# {re.escape(name)}\n.*?)^```$", text,
                     re.M | re.S)
   assert match, f"docs/{page} has no program {name}"
   return match.group(1)

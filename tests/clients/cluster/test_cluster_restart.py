@@ -8,21 +8,19 @@ every variable), and starts each again once the chief's supervisor says
 the program ended on the lost task -- as a cluster manager restarts a pod.
 The program resumes from its checkpoint (Keras ``BackupAndRestore``, or a
 custom loop's ``tf.train.CheckpointManager``) and must end with the
-weights of the same program run uninterrupted (the reference: two
-replicas on one machine; ``rtol=1e-5`` as tests/clients/cluster/
-test_cluster_v2.py: the same ops on the same values, only placed
-elsewhere).  Every wait is on an event (a hold file, a line of the
-supervisor), bounded.
+weights of the same program run uninterrupted by native TensorFlow (the
+reference: ``python`` alone, without ``TF_CONFIG``, TensorFlow's own
+``CentralStorageStrategy`` on two logical CPUs of one machine -- two
+replicas, as the cluster's two workers; ``rtol=1e-5`` as
+tests/clients/cluster/test_cluster_v2.py: the same ops on the same
+values, only placed elsewhere).  Every wait is on an event (a hold file,
+a line of the supervisor), bounded.
 """
-import json
-import sys
-
-import numpy as np
 import pytest
 
-from compat_distribute.cluster import local as local_cluster
 from compat_distribute.cluster import local_served
 import support
+from support import native_cluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.subprocess, pytest.mark.slow]
 
@@ -34,26 +32,16 @@ KERAS2_REFUSES = "BackupAndRestore callback only supports"
 
 
 def final_weights(result):
-  for line in result.stdout.splitlines():
-    if line.startswith("final weights: "):
-      return [np.asarray(w) for w in json.loads(line[len("final weights: "):])]
-  raise AssertionError(
-      f"{result.task}: no final weights (exit {result.returncode}, timed out "
-      f"{result.timed_out}):\n{result.stdout[-2000:]}\n{result.stderr[-6000:]}")
+  return native_cluster.final_weights(
+      result.stdout, f"{result.task} (exit {result.returncode}, timed out "
+      f"{result.timed_out}; stderr: {result.stderr[-6000:]})")
 
 
 def uninterrupted(api, tmp_path):
-  """The program without a cluster or a kill: the reference weights."""
-  logs = []
-  try:
-    process = local_cluster.start_process(
-        [sys.executable, "-m", "compat_distribute", "run", PROGRAM, api,
-         str(tmp_path / "reference")], {**ENV, "TF_CONFIG": ""}, logs)
-    process.task = "reference"
-    result = local_served.collect(process, TIMEOUT)
-  finally:
-    for log in logs:
-      log.close()
+  """The program run by native TensorFlow alone, never killed: the
+  reference weights."""
+  result = native_cluster.run_native(
+      PROGRAM, [api, str(tmp_path / "reference")], TIMEOUT)
   if KERAS2_REFUSES in result.stderr:
     pytest.skip("this Keras' tf.keras.callbacks.BackupAndRestore refuses "
                 "every strategy but Mirrored, MultiWorkerMirrored and TPU "
@@ -93,10 +81,7 @@ def test_resumes_after_a_lost_worker_and_a_lost_ps_at_uninterrupted_weights(
   chief, servers = run_with_kills(api, tmp_path)
   assert chief.returncode == 0 and not chief.timed_out, (
       f"chief exit {chief.returncode}:\n{chief.stderr[-8000:]}")
-  ours = final_weights(chief)
-  assert len(ours) == len(reference)
-  for a, b in zip(ours, reference):
-    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+  native_cluster.assert_same(final_weights(chief), reference)
   # Each restart: what was lost, when, and where training resumed.
   err = chief.stderr
   for n, ((job, index), point) in enumerate(zip(VICTIMS, resumed_at)):

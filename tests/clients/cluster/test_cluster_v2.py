@@ -5,7 +5,7 @@ loop) run as written: the chief under ``python -m compat_distribute run``
 with its ``TF_CONFIG``, every worker and ps task under ``python -m
 compat_distribute serve`` (loopback ports picked free; every wait bounded;
 every process stopped at the end, also on failure).  The reference is
-native TensorFlow: the same program run by ``python`` alone on one machine,
+native TensorFlow (tests/support/native_cluster.py): the same program run by ``python`` alone on one machine,
 its ``tf.distribute.experimental.CentralStorageStrategy`` TensorFlow's own,
 given two logical CPUs as compute devices (two replicas, as on the
 cluster).  Tolerance: the cluster runs the same ops on the same values in
@@ -14,8 +14,6 @@ differs, so the weights agree to float32 round-off (``rtol=1e-5``).
 
 Slow (each cluster is 4 TensorFlow processes): marked ``cluster``.
 """
-import json
-import sys
 import time
 
 import numpy as np
@@ -24,18 +22,13 @@ import pytest
 from compat_distribute.cluster import local as local_cluster
 from compat_distribute.cluster import local_served
 import support
+from support import native_cluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.subprocess]
 
 ROOT = str(support.ROOT)
 TIMEOUT = 240
 ENV = {"PYTHONPATH": ROOT, "COMPAT_DISTRIBUTE_CLUSTER_WAIT": "60"}
-CONSTRUCTOR = "tf.distribute.experimental.CentralStorageStrategy()"
-LOCAL_PROLOGUE = (
-    "import tensorflow as tf\n"
-    "tf.config.set_logical_device_configuration(\n"
-    "    tf.config.list_physical_devices('CPU')[0],\n"
-    "    [tf.config.LogicalDeviceConfiguration()] * 2)\n")
 
 
 def doc_program(name):
@@ -46,12 +39,10 @@ def doc_program(name):
 def write_programs(tmp_path, name):
   """The program as written, and its native two-replica reference."""
   program = doc_program(name)
-  assert program.count(CONSTRUCTOR) == 1
   cluster_path = tmp_path / name
   cluster_path.write_text(program)
   local_path = tmp_path / f"local_{name}"
-  local_path.write_text(LOCAL_PROLOGUE + program.replace(
-      CONSTRUCTOR, CONSTRUCTOR[:-1] + '["/cpu:0", "/cpu:1"])'))
+  local_path.write_text(native_cluster.native_source(program))
   return str(cluster_path), str(local_path)
 
 
@@ -59,23 +50,12 @@ def final_weights(result):
   assert result.returncode == 0 and not result.timed_out, (
       f"{result.task} failed (exit {result.returncode}, timed out "
       f"{result.timed_out}):\n{result.stdout[-2000:]}\n{result.stderr[-5000:]}")
-  for line in result.stdout.splitlines():
-    if line.startswith("final weights: "):
-      return [np.asarray(w) for w in json.loads(line[len("final weights: "):])]
-  raise AssertionError(f"no final weights in:\n{result.stdout[-2000:]}")
+  return native_cluster.final_weights(result.stdout, result.task)
 
 
 def run_native(script, args):
   """``python script args`` alone: TensorFlow's own strategy."""
-  logs = []
-  try:
-    process = local_cluster.start_process([sys.executable, script, *args],
-                                          {"TF_CONFIG": ""}, logs)
-    process.task = "native"
-    return local_served.collect(process, TIMEOUT)
-  finally:
-    for log in logs:
-      log.close()
+  return native_cluster.run_native(script, args, TIMEOUT)
 
 
 def run_cluster(script, args, num_workers=2, num_ps=1):
@@ -94,10 +74,7 @@ def assert_servers_ended_told(servers):
     assert "answers anyone who reaches its port" in result.stdout
 
 
-def assert_same(ours, reference):
-  assert len(ours) == len(reference)
-  for a, b in zip(ours, reference):
-    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+assert_same = native_cluster.assert_same
 
 
 def test_custom_loop_matches_native_two_replicas(tmp_path):

@@ -13,6 +13,7 @@ it is Estimator on TensorFlow's own pieces with our strategies.
 import importlib.util
 import os
 import re
+import shlex
 import sys
 
 import pytest
@@ -72,27 +73,42 @@ def test_run_config_strategies_by_v1_and_v2_names(tmp_path):
   estimator_support.assert_close(ours, native, skip=("tf_keras", "strategy"))
 
 
+def _page():
+  return open(os.path.join(estimator_support.ROOT, "docs", "estimator.md"),
+              encoding="utf-8").read()
+
+
 def _page_example():
   """The ``# train.py`` example of docs/estimator.md."""
-  page = open(os.path.join(estimator_support.ROOT, "docs", "estimator.md"),
-              encoding="utf-8").read()
-  blocks = re.findall(r"```python\n(# train\.py\n.*?)```", page, re.DOTALL)
+  blocks = re.findall(r"```python\n(# train\.py\n.*?)```", _page(), re.DOTALL)
   assert len(blocks) == 1, "docs/estimator.md has one # train.py example"
   return blocks[0]
+
+
+def _page_command():
+  """The command of docs/estimator.md's "Run" section, as printed there."""
+  run = re.search(r"^## Run\n(.*?)^## ", _page(), re.M | re.S).group(1)
+  commands = re.findall(r"```sh\n(.*?)```", run, re.S)
+  assert len(commands) == 1 and commands[0].count("\n") == 1, commands
+  return shlex.split(commands[0])
 
 
 def test_docs_page_example_prints_what_native_tensorflow_2_15_prints(
     tmp_path):
   script = tmp_path / "train.py"
   script.write_text(_page_example())
+  command = _page_command()
+  assert command[0] == "python" and "train.py" in command, command
   oracle = estimator_support.oracle_python()
-  env = estimator_support.environment()
   processes = {
+      # As the page says: in the folder of train.py (this checkout's package).
       "ours": estimator_support.start(
-          [sys.executable, "-m", "compat_distribute", "run", str(script)],
-          estimator_support.ROOT, env),
+          [sys.executable, *command[1:]], str(tmp_path),
+          estimator_support.environment(
+              {"PYTHONPATH": str(estimator_support.ROOT)})),
       "native": estimator_support.start([oracle, str(script)],
-                                        str(tmp_path), env)}
+                                        str(tmp_path),
+                                        estimator_support.environment())}
   outputs = {}
   try:
     for who, process in processes.items():
