@@ -38,9 +38,11 @@ table: a name registered but not listed, or listed but never registered,
 fails).  ``name`` is a pattern (``*`` matches any text, dots included).
 ``when``: ``always`` (every ``install()``); ``supply`` (only where
 TensorFlow lacks Estimator's pieces, 2.16 on, when Estimator's names are
-used); ``unloaded`` (only where no module of that name is loaded yet);
-``no_tensorboard`` (as ``supply``, only where TensorBoard is not
-installed); ``auto_strategy`` (only where TensorFlow has
+used); ``estimator`` (as ``supply``, only where Estimator imports:
+tensorflow-estimator and tf-keras installed; elsewhere each use is refused
+with the package's error); ``unloaded`` (only where no module of that name
+is loaded yet); ``no_tensorboard`` (as ``estimator``, only where
+TensorBoard is not installed); ``auto_strategy`` (only where TensorFlow has
 ``tf.distribute.experimental.auto_strategy``); ``checkout`` (importing the
 package from a source checkout; it serves ``compat_distribute.v1/v2``
 only).
@@ -71,13 +73,13 @@ attribute  tensorflow*.estimator                                        supply  
 meta_path  compat_distribute.estimator.api.EstimatorImportFinder        supply          estimator.supply
 loader     compat_distribute.estimator.api._AliasLoader                 supply          EstimatorImportFinder
 loader     compat_distribute.estimator.api._GuardedLoader               supply          EstimatorImportFinder
-module     tensorflow.estimator                                         supply          api._AliasLoader
-module     tensorflow.estimator.*                                       supply          api._AliasLoader
-module     tensorflow.compat.v1.estimator                               supply          api._AliasLoader
-module     tensorflow.compat.v1.estimator.*                             supply          api._AliasLoader
-module     tensorflow.compat.v2.estimator                               supply          api._AliasLoader
-module     tensorflow.compat.v2.estimator.*                             supply          api._AliasLoader
-environ    TF_USE_LEGACY_KERAS                                          supply          estimator.keras
+module     tensorflow.estimator                                         estimator       api._AliasLoader
+module     tensorflow.estimator.*                                       estimator       api._AliasLoader
+module     tensorflow.compat.v1.estimator                               estimator       api._AliasLoader
+module     tensorflow.compat.v1.estimator.*                             estimator       api._AliasLoader
+module     tensorflow.compat.v2.estimator                               estimator       api._AliasLoader
+module     tensorflow.compat.v2.estimator.*                             estimator       api._AliasLoader
+environ    TF_USE_LEGACY_KERAS                                          estimator       estimator.keras
 meta_path  compat_distribute.estimator.legacy_path.EstimatorPathFinder  supply          estimator.supply
 loader     compat_distribute.estimator.legacy_path._ForwardingLoader    supply          EstimatorPathFinder
 module     tensorflow.python.estimator                                  supply          legacy_path._ForwardingLoader

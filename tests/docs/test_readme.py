@@ -29,7 +29,17 @@ def section(title):
 def test_getting_started_has_exactly_two_commands():
   blocks = re.findall(r"```sh\n(.*?)```", section("Getting started"), re.S)
   assert blocks == ["pip install tox && tox -e demo\n",
-                    "pip install tox && tox p\n"]
+                    "pip install tox && tox p && tox -e estimator-libs\n"]
+
+
+def test_ci_runs_the_readme_test_command_verbatim():
+  test_command = re.findall(r"```sh\n(.*?)```", section("Getting started"),
+                            re.S)[1].strip()
+  ci = (ROOT / ".ci" / "run").read_text().splitlines()
+  commands = [line for line in ci
+              if line.strip() and not line.startswith(("#", "set ", "cd "))]
+  assert commands == [test_command]
+  assert "tox -e estimator-libs" in test_command  # the newest TF runs them
 
 
 def test_mentions_what_a_newcomer_needs():
@@ -60,7 +70,8 @@ def test_two_commands_are_named_where_they_are_promised():
                        README, re.S)
   assert sentence, "README.md no longer says 'two commands set up ...'"
   text = " ".join(sentence.group(1).split())
-  for command in ("pip install tox && tox -e demo", "pip install tox && tox p"):
+  for command in ("pip install tox && tox -e demo",
+                  "pip install tox && tox p && tox -e estimator-libs"):
     assert f"`{command}`" in text, command
 
 

@@ -8,6 +8,13 @@ and uses what it supplies -- on a TensorFlow without Estimator's pieces
 too -- and reports each ``sys.modules`` name, module attribute,
 ``sys.meta_path`` finder, export-registry entry and environment variable
 that changed.  The loader and finder classes are found in the sources.
+
+It runs three times: as installed, and with tensorflow-estimator, then
+tf-keras, hidden from the import system (``--hide``: as where it is not
+installed, e.g. TensorFlow 2.16 to 2.20 without Estimator).  Where one is
+missing, the rows that need Estimator to import are not registered, and
+every use of an Estimator name is refused with the package's error naming
+what to install.
 """
 import ast
 import fnmatch
@@ -26,8 +33,14 @@ PACKAGE = TESTS.parent / "compat_distribute"
 PROBE = TESTS / "fixtures" / "tf_namespace_probe.py"
 KINDS = ("module", "attribute", "meta_path", "loader", "tf_export",
          "environ")
-WHEN = ("always", "supply", "no_tensorboard", "unloaded", "auto_strategy",
-        "checkout")
+WHEN = ("always", "supply", "estimator", "no_tensorboard", "unloaded",
+        "auto_strategy", "checkout")
+# The packages the probe hides (none: as installed).
+HIDDEN = ((), ("tensorflow_estimator",), ("tf_keras",))
+# Each use of an Estimator name where the first of these is missing is
+# refused with this error of the package's.
+REFUSED_WITH = {"tensorflow_estimator": "EstimatorNotInstalledError",
+                "tf_keras": "TfKerasMissingError"}
 
 
 def listed():
@@ -58,10 +71,18 @@ def loader_classes():
   return found
 
 
+@pytest.fixture(scope="module", params=HIDDEN,
+                ids=lambda hidden: "without-" + hidden[0] if hidden
+                else "as-installed")
+def hidden(request):
+  return request.param
+
+
 @pytest.fixture(scope="module")
-def report():
+def report(hidden):
+  hide = [arg for name in hidden for arg in ("--hide", name)]
   result = subprocess.run(
-      [sys.executable, str(PROBE)], cwd=TESTS,
+      [sys.executable, str(PROBE), *hide], cwd=TESTS,
       env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}, capture_output=True,
       text=True, timeout=300)
   assert result.returncode == 0, result.stderr[-4000:]
@@ -80,8 +101,9 @@ def observed(report):
 
 def applies(when, report):
   """Whether a row of this ``when`` can be registered in this run."""
-  return {"supply": report["supplied"],
-          "no_tensorboard": report["supplied"] and not report["tensorboard"],
+  imports = report["supplied"] and report["estimator"]
+  return {"supply": report["supplied"], "estimator": imports,
+          "no_tensorboard": imports and not report["tensorboard"],
           "auto_strategy": report["auto_strategy"]}.get(when, True)
 
 
@@ -129,6 +151,17 @@ def test_every_name_listed_is_registered_where_it_applies(report):
   if report["supplied"]:  # on TensorFlow 2.16+ the Estimator rows ran
     assert "compat_distribute.estimator.api.EstimatorImportFinder" in (
         names["meta_path"])
+
+
+@pytest.mark.subprocess
+def test_without_estimator_or_tf_keras_each_use_is_refused(report, hidden):
+  assert set(hidden) <= set(report["missing"])
+  if report["supplied"] and report["missing"]:
+    expected = REFUSED_WITH[report["missing"][0]]
+    assert set(report["refused"].values()) == {expected}
+    assert len(report["refused"]) == 10  # 3 attribute reads, 7 imports
+  else:  # Estimator imported (or TensorFlow's own, 2.12 to 2.15)
+    assert report["refused"] == {}
 
 
 def test_every_loader_and_finder_class_is_listed():

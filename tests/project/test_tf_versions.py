@@ -308,11 +308,15 @@ def test_core_envs_select_the_parity_marker_and_the_rest_the_whole_suite():
   commands = _tox()["testenv"]["commands"].strip().splitlines()
   pytest_lines = {line.split(":", 1)[0].strip(): line.split(":", 1)[1].strip()
                   for line in commands if "pytest" in line}
+  # -rs: every skipped test's reason is printed (docs/architecture.md,
+  # "Skipped tests", lists them; the default environments check it).
   assert pytest_lines == {
-      "!core": ("pytest -q -p no:cacheprovider "
+      "!core": ("pytest -q -rs -p no:cacheprovider "
                 "--junitxml={envlogdir}/junit.xml {posargs:tests}"),
-      "core": "pytest -q -p no:cacheprovider -m parity {posargs:tests}"}
+      "core": "pytest -q -rs -p no:cacheprovider -m parity {posargs:tests}"}
   assert "[core]" not in (ROOT / "tox.ini").read_text()
+  assert "tf221,tf212: COMPAT_DISTRIBUTE_CHECK_SKIPS = 1" in (
+      _tox()["testenv"]["setenv"])
 
 
 def test_quick_env_leaves_out_processes_clusters_and_slow_tests():
