@@ -199,7 +199,7 @@ def _run_program(program: object, argv: list[str], path0: str,
   keras_choice.choose(program, keras)
   # MultiWorkerMirroredStrategy: ours or TensorFlow's; on a task that
   # serves the program, serves (and ends) here.
-  from compat_distribute.cluster import multi_worker_run  # pylint: disable=g-import-not-at-top
+  from compat_distribute.runner import multi_worker as multi_worker_run  # pylint: disable=g-import-not-at-top
   multi_worker = multi_worker_run.prepare(getattr(program, "source", None) or "")
   from compat_distribute.install import install  # pylint: disable=g-import-not-at-top
   try:
@@ -320,7 +320,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       sys.stdout.write(USAGE)
       return 0
     try:
-      from compat_distribute.cluster import multi_worker_run  # pylint: disable=g-import-not-at-top
+      from compat_distribute.runner import multi_worker as multi_worker_run  # pylint: disable=g-import-not-at-top
       plan, keras, rest = _run_options(multi_worker_run.take_flag(rest))
     except ValueError as e:
       return _usage_error(str(e))

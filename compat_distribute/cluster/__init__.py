@@ -17,9 +17,15 @@
 * ``central_storage``: the facades' ``CentralStorageStrategy`` classes,
   cluster-aware (TF2, remote eager); ``remote``: its client (which
   cluster, connecting, telling the tasks the job is done); ``reachability``:
-  the tasks' first exchange at connect; ``failures``: the watchdog and
-  ``TaskLostError``; ``folders``: where relative paths land on a ps, and
-  the file that tells ``serve`` the job is done.
+  the tasks' first exchange at connect; ``failures``: the watchdog;
+  ``causes``: which errors a lost task caused (``TaskLostError``);
+  ``folders``: where relative paths land on a ps, and each served task's
+  files (the chief's "done", a MultiWorkerMirroredStrategy's cluster check).
+* ``multi_worker``: ``MultiWorkerMirroredStrategy`` (v2, experimental, v1)
+  on that TF2 cluster form, the chief (else worker 0) driving;
+  ``multi_worker_config``: its cluster and task from ``TF_CONFIG``, and
+  the refusals (a ``ps`` job, an ``evaluator``).  Whether a task runs the
+  program or serves it is the runner's decision (``runner.multi_worker``).
 * ``serve``: ``python -m compat_distribute serve``, every worker and ps
   task's program; ``supervisor``: ``run --max-restarts``; ``lifetime``:
   task processes that end with the process that started them.

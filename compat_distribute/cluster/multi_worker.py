@@ -6,7 +6,7 @@ task of ``TF_CONFIG`` and all-reduces the gradients between them by
 collective ops.  Ours runs the program once, on the *driving* task (the
 chief, else worker 0; ``cluster.multi_worker_config``); every other task
 serves it (``python -m compat_distribute run`` decides which from
-``TF_CONFIG``, ``cluster.multi_worker_run``).  The driving task connects to
+``TF_CONFIG``, ``runner.multi_worker``).  The driving task connects to
 the others by TensorFlow's remote eager execution as its own task, so:
 
 * the replicas are every chief and worker task's devices (all of its

@@ -6,7 +6,7 @@ TensorFlow's ``MultiWorkerMirroredStrategy`` runs the same program on every
 *driving* task -- the ``chief`` when the cluster has one, else ``worker``
 0 -- and every other ``chief``/``worker`` task serves it (``cluster.serve``;
 ``python -m compat_distribute run`` decides which from ``TF_CONFIG``,
-``cluster.multi_worker_run``).  An ``evaluator`` job is not part of the
+``runner.multi_worker``).  An ``evaluator`` job is not part of the
 training cluster (TensorFlow leaves it out too); a ``ps`` job is refused:
 there are no parameter servers in a ``MultiWorkerMirroredStrategy``
 cluster.

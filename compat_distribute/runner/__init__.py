@@ -13,7 +13,11 @@ about a program before its first line, beside the command line (only
   ``tf.estimator``, in code the running TensorFlow can reach; never a
   string) and the modules it imports;
 * ``version_guards``: the running TensorFlow's version, and which way a
-  program's test of it (``if tf.__version__ < "2.16":``) goes.
+  program's test of it (``if tf.__version__ < "2.16":``) goes;
+* ``multi_worker``: whose ``MultiWorkerMirroredStrategy`` the program gets
+  (``run --multi-worker``), and whether this task of ``TF_CONFIG`` runs
+  the program or serves it (then it serves here).
 
-Imports no TensorFlow; of the package only ``runtime`` (the logger).
+Imports no TensorFlow before the program's Keras is chosen; of the package,
+``runtime`` (the logger), and ``cluster`` when a task serves.
 """

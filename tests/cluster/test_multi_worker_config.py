@@ -15,7 +15,7 @@ from compat_distribute import v1
 from compat_distribute import v2
 from compat_distribute.cluster import multi_worker
 from compat_distribute.cluster import multi_worker_config as config
-from compat_distribute.cluster import multi_worker_run
+from compat_distribute.runner import multi_worker as multi_worker_run
 from compat_distribute.cluster import serve
 
 # compat_distribute.install is the function; the module by its name.

@@ -28,7 +28,7 @@ import pytest
 
 from compat_distribute.cluster import local as local_cluster
 from compat_distribute.cluster import local_served
-from compat_distribute.cluster import multi_worker_run
+from compat_distribute.runner import multi_worker as multi_worker_run
 import support
 
 pytestmark = [pytest.mark.cluster, pytest.mark.subprocess]
