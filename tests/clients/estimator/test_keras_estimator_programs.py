@@ -36,6 +36,11 @@ RESULTS_VARIABLE = "COMPAT_DISTRIBUTE_PARITY_RESULTS"
 ESTIMATOR_CASES = "strategies,losses,optimizers"
 
 
+def _minor(version):
+  """``2.21.0`` -> ``2.21``: the parity table's columns are TF minors."""
+  return ".".join(version.split(".")[:2])
+
+
 def run_cases(cases, tmp_path):
   """(ours, native): what the fixture printed for ``cases`` each way."""
   return estimator_support.run_both(
@@ -68,14 +73,14 @@ def compare(case, runs):
       estimator_support.assert_close(got, expected, key, skip=("strategy",))
     variant, strategy = key.split(" / ")
     rows.append({"case": f"keras_estimator {case}: {variant}",
-                 "strategy": strategy, "tf": runs[0]["tf"],
+                 "strategy": strategy, "tf": _minor(runs[0]["tf"]),
                  "native_tf": runs[1]["tf"],
                  "outcome": "raises as native" if "raises" in expected
                  else "equal"})
   folder = os.environ.get(RESULTS_VARIABLE)
   if folder:
     os.makedirs(folder, exist_ok=True)
-    name = f"keras_estimator-{case}-{runs[0]['tf']}.json"
+    name = f"keras_estimator-{case}-{_minor(runs[0]['tf'])}.json"
     with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
       json.dump(rows, f, indent=1)
   return ours, native
