@@ -322,6 +322,21 @@ class MultiWorkerMirroredStrategy(
       fix; ``timeout_seconds`` in ``communication_options``.
     TaskUnavailableError: a task did not accept connections within
       ``COMPAT_DISTRIBUTE_CLUSTER_WAIT`` seconds (named, with its address).
+
+  Examples:
+    Without ``TF_CONFIG`` it runs on this machine, a ``tf.distribute``
+    strategy like TensorFlow's:
+
+    >>> import tensorflow as tf
+    >>> from compat_distribute import v2 as distribute
+    >>> strategy = distribute.MultiWorkerMirroredStrategy()
+    >>> isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+    True
+    >>> with strategy.scope():
+    ...   v = tf.Variable(1.0)
+    >>> float(strategy.reduce("SUM", strategy.run(lambda: v * 2.0),
+    ...                       axis=None))
+    2.0
   """
 
   def __init__(self, cluster_resolver: Optional[remote.Resolver] = None,
@@ -334,7 +349,16 @@ class MultiWorkerMirroredStrategyExperimental(
     MultiWorkerMirroredStrategy, tf.distribute.experimental.MultiWorkerMirroredStrategy):
   """``tf.distribute.experimental.MultiWorkerMirroredStrategy``, TensorFlow's
   deprecated spelling: ``communication`` (a ``CommunicationImplementation``)
-  before ``cluster_resolver``."""
+  before ``cluster_resolver``.
+
+  Examples:
+    >>> import tensorflow as tf
+    >>> from compat_distribute import v2 as distribute
+    >>> ring = tf.distribute.experimental.CollectiveCommunication.RING
+    >>> strategy = distribute.experimental.MultiWorkerMirroredStrategy(ring)
+    >>> strategy.cluster_resolver is None
+    True
+  """
 
   def __init__(self, communication: object = _Implementation.AUTO,
                cluster_resolver: Optional[remote.Resolver] = None) -> None:
@@ -355,6 +379,15 @@ class MultiWorkerMirroredStrategyV1(
     communication: a ``CommunicationImplementation`` (a hint; see the v2
       class).
     cluster_resolver: as the v2 class's.
+
+  Examples:
+    Without ``TF_CONFIG`` it runs on this machine:
+
+    >>> import tensorflow as tf
+    >>> from compat_distribute import v1 as distribute
+    >>> strategy = distribute.experimental.MultiWorkerMirroredStrategy()
+    >>> isinstance(strategy, tf.compat.v1.distribute.Strategy)
+    True
   """
 
   def __init__(self, communication: object = _Implementation.AUTO,
