@@ -307,10 +307,12 @@ def serve(task: ServedTask, options: ServeOptions) -> None:
   for kind in ("done", "refused"):
     _take(task.file(kind))  # a killed serve of this task left it
   # What a MultiWorkerMirroredStrategy client reads (by an op on this task)
-  # to check the cluster; removed at the end.
-  cluster_file = task.file("cluster")
-  with open(cluster_file, "w", encoding="utf-8") as f:
-    json.dump(task.cluster, f, sort_keys=True)
+  # to check the cluster (a cluster without ps); removed at the end, and
+  # rewritten by the task's next start after a kill.
+  cluster_file = None if task.cluster.get("ps") else task.file("cluster")
+  if cluster_file:
+    with open(cluster_file, "w", encoding="utf-8") as f:
+      json.dump(task.cluster, f, sort_keys=True)
   try:
     tf.distribute.Server(
         tf.train.ClusterSpec(task.cluster), job_name=task.job,
@@ -328,7 +330,8 @@ def serve(task: ServedTask, options: ServeOptions) -> None:
            "chief gone (status 1); start serve in a folder it can write")
     status = _watch(task, options)
   finally:
-    _take(cluster_file)
+    if cluster_file:
+      _take(cluster_file)
   _say(f"exit status {status}")
   sys.stdout.flush()
   sys.stderr.flush()

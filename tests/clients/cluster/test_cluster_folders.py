@@ -75,7 +75,7 @@ def test_relative_checkpoint_folder_resolves_where_every_command_starts(
   assert len([n for n in saved if n.startswith("ckpt-1.data-")]) == 2, saved
   assert not [n for n in os.listdir(work)
               if n.startswith(folders.DONE_PREFIX)]
-  assert os.listdir(system_temp) == []
+  assert _left_in(system_temp) == []
   chief = cluster.cluster["chief"][0]
   for (job, index), address in (
       (("ps", 0), cluster.cluster["ps"][0]),
@@ -98,9 +98,11 @@ def test_relative_checkpoint_folder_resolves_where_every_command_starts(
   # of the chief's context) only where asked for.  (TensorFlow's oneDNN
   # line at import shows at any level: it is written before its logging
   # reads the level.)
+  # (Which INFO lines a server writes changes with the version: TensorFlow
+  # 2.12's eager service logs no SessionOptions dump.)
   for text in ("SessionOptions", "Started server with target"):
     assert text not in servers["/job:ps/task:0"].stderr
-    assert text in servers["/job:worker/task:0"].stderr
+  assert "Started server with target" in servers["/job:worker/task:0"].stderr
 
 
 def test_serve_started_elsewhere_is_named_at_connect(tmp_path):
@@ -125,7 +127,7 @@ def test_serve_started_elsewhere_is_named_at_connect(tmp_path):
           ) in result.stderr
   # The absolute folder works from any folder.
   assert "ckpt-1.index" in os.listdir(shared)
-  assert os.listdir(system_temp) == []
+  assert _left_in(system_temp) == []
 
 
 def test_serve_killed_leaves_nothing_and_its_next_start_cleans_up(tmp_path):
@@ -148,8 +150,23 @@ def test_serve_killed_leaves_nothing_and_its_next_start_cleans_up(tmp_path):
     process.wait(timeout=10)
   finally:
     cluster.stop()
-  assert os.listdir(system_temp) == []
+  assert _left_in(system_temp) == []
   assert os.listdir(work) == []
+
+
+def _left_in(folder):
+  """What is in ``folder`` but the bytecode cache Python writes beside the
+  files TensorFlow 2.12's autograph generates there for the chief's
+  ``tf.function`` (autograph removes its files, not their cache): what a
+  ``serve`` could have left."""
+  left = []
+  for name in sorted(os.listdir(folder)):
+    if name == "__pycache__" and all(
+        entry.startswith("__autograph_generated_file")
+        for entry in os.listdir(os.path.join(folder, name))):
+      continue
+    left.append(name)
+  return left
 
 
 def _has_ipv6_loopback():
