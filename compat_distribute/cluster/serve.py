@@ -311,8 +311,11 @@ def serve(task: ServedTask, options: ServeOptions) -> None:
   # rewritten by the task's next start after a kill.
   cluster_file = None if task.cluster.get("ps") else task.file("cluster")
   if cluster_file:
-    with open(cluster_file, "w", encoding="utf-8") as f:
-      json.dump(task.cluster, f, sort_keys=True)
+    try:
+      with open(cluster_file, "w", encoding="utf-8") as f:
+        json.dump(task.cluster, f, sort_keys=True)
+    except OSError:  # a folder it cannot write: said below
+      cluster_file = None
   try:
     tf.distribute.Server(
         tf.train.ClusterSpec(task.cluster), job_name=task.job,
