@@ -10,7 +10,6 @@ before the program starts (compat_distribute/runner/keras_choice.py) lets
 it run: it is compared, number for number, with the same program run
 natively on TensorFlow 2.15 (the oracle, support/estimator.py).
 """
-import importlib.util
 import json
 import os
 import sys
@@ -20,10 +19,7 @@ import pytest
 from support import estimator as estimator_support
 
 pytestmark = [
-    pytest.mark.skipif(
-        importlib.util.find_spec("tensorflow_estimator") is None,
-        reason="tensorflow-estimator is not installed (pip install "
-        "tensorflow-estimator==2.15.0; tox -e tf221 installs it)"),
+    estimator_support.needs_estimator,
     pytest.mark.subprocess, pytest.mark.parity]
 
 

@@ -10,7 +10,6 @@ On TensorFlow 2.16+ this is Estimator running on the pieces
 ``compat_distribute.estimator`` supplies; on 2.12-2.15 (Estimator bundled)
 it is Estimator on TensorFlow's own pieces with our strategies.
 """
-import importlib.util
 import os
 import re
 import shlex
@@ -20,11 +19,7 @@ import pytest
 
 from support import estimator as estimator_support
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("tensorflow_estimator") is None,
-    reason="tensorflow-estimator is not installed (pip install "
-    "tensorflow-estimator==2.15.0; tox -e tf221 installs it)")
-pytestmark = [pytestmark, pytest.mark.subprocess]
+pytestmark = [estimator_support.needs_estimator, pytest.mark.subprocess]
 
 
 def test_custom_model_fn_train_resume_evaluate_predict_export_warm_start(

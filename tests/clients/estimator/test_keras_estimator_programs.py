@@ -16,7 +16,6 @@ writes there one small JSON file, a list of ``{"case", "strategy", "tf",
 "native_tf", "outcome"}`` (outcome ``equal`` or ``raises as native``),
 for the parity table.
 """
-import importlib.util
 import json
 import os
 
@@ -25,10 +24,7 @@ import pytest
 from support import estimator as estimator_support
 
 pytestmark = [
-    pytest.mark.skipif(
-        importlib.util.find_spec("tensorflow_estimator") is None,
-        reason="tensorflow-estimator is not installed (pip install "
-        "tensorflow-estimator==2.15.0; tox -e tf221 installs it)"),
+    estimator_support.needs_estimator,
     pytest.mark.parity, pytest.mark.subprocess]
 
 SCRIPT = "keras_estimator_programs.py"
