@@ -13,6 +13,7 @@ summed in another order.
 The other cases (a chief and two workers with a custom loop, and the
 refusals) start several TensorFlow processes each: they run where
 ``COMPAT_DISTRIBUTE_MULTI_WORKER_ALL=1`` (``tox -e multi-worker``).
+Checkpoints: test_multi_worker_checkpoints.py.
 """
 import contextlib
 import importlib.util
@@ -372,46 +373,6 @@ def test_a_killed_worker_is_named_and_the_program_ends(tmp_path):
   assert took < 20, took
   assert "TaskLostError: Lost cluster task /job:worker/task:1 at " in (
       result.stderr)
-
-
-SAVE = '''
-import sys
-model.save(sys.argv[1] + "/model.keras")
-tf.train.Checkpoint(model=model).write(sys.argv[1] + "/checkpoint")
-'''
-LOAD = '''\
-import json
-import sys
-
-import tensorflow as tf
-
-loaded = tf.keras.models.load_model(sys.argv[1] + "/model.keras")
-fresh = tf.keras.Sequential([
-    tf.keras.Input((8,)),
-    tf.keras.layers.Dense(16, activation="relu"),
-    tf.keras.layers.Dense(1)])
-tf.train.Checkpoint(model=fresh).read(
-    sys.argv[1] + "/checkpoint").assert_existing_objects_matched()
-for name, model in (("saved model", loaded), ("checkpoint", fresh)):
-  print(f"{name}:", json.dumps([w.numpy().tolist() for w in model.weights]))
-'''
-
-
-@ALL
-@pytest.mark.slow
-@pytest.mark.skipif(not multi_worker_run.keras_3(), reason="Keras 3 files")
-def test_what_ours_saves_loads_on_one_machine_without_a_strategy(tmp_path):
-  (tmp_path / "save.py").write_text(block("python", "# train.py") + SAVE)
-  (tmp_path / "load.py").write_text(LOAD)
-  with local_served.MultiWorkerCluster(2, env=ENV) as cluster:
-    results = cluster.start([*RUN, str(tmp_path / "save.py"), str(tmp_path)]
-                            ).collect(TIMEOUT)
-  trained = printed(results[("worker", 0)], "final weights")
-  with native_run(tmp_path / "load.py", [str(tmp_path)]) as result:
-    loaded = result()
-  for key in ("saved model", "checkpoint"):
-    for a, b in zip(printed(loaded, key), trained):
-      np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 @ALL
