@@ -68,6 +68,16 @@ def test_each_worker_reads_what_tensorflows_strategy_gives_it(tmp_path):
                                                options)
     assert [local_values(x, 2) for x in distributed] == expected, (kind,
                                                                    policy)
+  # Two replicas per worker (TensorFlow's rule, not measured: no GPUs here):
+  # each batch cut into 4 pieces, each worker keeps every second piece from
+  # its own index, its replicas taking the next two each step.
+  pairs = fake_workers(4, per_worker=((cpu(0), (cpu(0), cpu(1))),
+                                      (cpu(2), (cpu(2), cpu(3)))),
+                       auto_shard=True)
+  distributed = input_lib.distribute_dataset(
+      pairs, source("range", Policy.DATA), options)
+  assert [local_values(x, 4) for x in distributed] == [
+      [[i], [i + 2], [i + 1], [i + 3]] for i in range(0, 16, 4)]
   # FILE where nothing reads files: TensorFlow's error, on the first worker.
   with pytest.raises(tf.errors.NotFoundError,
                      match="Found an unshardable source dataset"):
