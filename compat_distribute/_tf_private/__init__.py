@@ -16,6 +16,8 @@ name it uses, why, and on which TensorFlow versions it is there:
 * ``functions``: functions, tapes and types -- AutoGraph's do-not-convert
   rule and ``enumerate``, a ``tf.function``'s clone, gradient tapes paused,
   eager tensors, ``TypeSpec`` names, TPU systems, the Keras dataset marker;
+* ``datasets``: how TensorFlow's ``MultiWorkerMirroredStrategy`` cuts a
+  dataset for each worker -- the auto-shard rewrite, the rebatches;
 * ``estimator``: what Estimator needs of TensorFlow 2.16+.  The
   ``sys.modules`` names it registers there: the four of
   ``ESTIMATOR_MODULES`` (``register_module``), and, each only when
@@ -103,6 +105,10 @@ import tensorflow as tf
 
 # Refuses an unsupported TensorFlow before any private name is looked up.
 from compat_distribute import _tf_compat  # pylint: disable=unused-import
+from compat_distribute._tf_private.datasets import auto_shard_dataset
+from compat_distribute._tf_private.datasets import batch_sizes_for_worker
+from compat_distribute._tf_private.datasets import compute_batch_size
+from compat_distribute._tf_private.datasets import legacy_rebatch
 from compat_distribute._tf_private.devices import colocate_with
 from compat_distribute._tf_private.devices import current_device
 from compat_distribute._tf_private.devices import device

@@ -15,8 +15,9 @@ the others by TensorFlow's remote eager execution as its own task, so:
 * every variable has one copy, on the driving task's CPU; each step sums
   the replicas' gradients there and applies them once, which is what
   TensorFlow's all-reduce computes;
-* each task reads its replicas' input from a pipeline of its own, cut from
-  the global batch as one machine with as many replicas would cut it.
+* each task reads its replicas' input from a pipeline of its own, its
+  share by the dataset's auto-shard policy, as TensorFlow's strategy gives
+  that task (``input.auto_shard``).
 
 Why this design rather than collective ops: it is the cluster form the
 package already runs, survives and checks (``cluster.remote``,
@@ -43,6 +44,7 @@ True
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -60,6 +62,7 @@ from compat_distribute.cluster import folders
 from compat_distribute.cluster import multi_worker_config as config
 from compat_distribute.cluster import remote
 from compat_distribute.cluster import supervisor
+from compat_distribute.input import InputWorkers
 from compat_distribute.runtime.errors import Error
 from compat_distribute.runtime.types import StrategyLike
 from compat_distribute.strategies import central_storage
@@ -186,6 +189,10 @@ class MultiWorkerExtended(cluster_central.ClusterCentralStorageExtended):
   def _check_tasks(self, client: remote.ClusterClient) -> None:
     check_served(client)  # type: ignore[arg-type]
     remote.also_on_lost(end_if_stuck)
+
+  def _input_workers(self) -> InputWorkers:
+    # Each task reads its share by the dataset's auto-shard policy.
+    return dataclasses.replace(super()._input_workers(), auto_shard=True)
 
 
 def client_for(cluster_resolver: Optional[remote.Resolver]

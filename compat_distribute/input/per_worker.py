@@ -36,6 +36,7 @@ from typing import Callable, Optional
 
 import tensorflow as tf
 
+from compat_distribute.input import auto_shard
 from compat_distribute.input import build
 from compat_distribute.input import contexts
 from compat_distribute.input import dataset as dataset_lib
@@ -102,11 +103,14 @@ def distribute_dataset(workers: InputWorkers, dataset: tf.data.Dataset,
                        settings: options_lib.InputSettings,
                        method: str) -> Optional[MultiWorkerDataset]:
   """Each worker reads ``dataset`` and keeps its replicas' pieces of every
-  global batch; None (with a warning) when the pipeline cannot leave the
-  client."""
+  global batch (``workers.auto_shard``: its share as TensorFlow's
+  ``MultiWorkerMirroredStrategy`` cuts it, ``input.auto_shard``); None
+  (with a warning) when the pipeline cannot leave the client."""
   build.check_dataset(dataset, method)
   n = workers.num_replicas_in_sync
   rebatch.check_splittable(dataset.element_spec, n, method)
+  if workers.auto_shard:
+    return _auto_sharded(workers, dataset, settings)
   try:
     graph = serialized(dataset)
   except NotPortableError as e:
@@ -128,6 +132,34 @@ def distribute_dataset(workers: InputWorkers, dataset: tf.data.Dataset,
     parts.append(dataset_lib.DistributedDataset(
         layout, local, cardinality, strategy=workers.strategy))
     first += k
+  return MultiWorkerDataset(tuple(parts), workers.strategy)
+
+
+def _auto_sharded(workers: InputWorkers, dataset: tf.data.Dataset,
+                  settings: options_lib.InputSettings
+                  ) -> Optional[MultiWorkerDataset]:
+  """Each worker's pipeline of per-replica batches, made here (so that a
+  FILE policy without files fails here, as on TensorFlow's every worker)
+  and rebuilt on that worker; its replicas take one each per step."""
+  count = len(workers.per_worker)
+  k = auto_shard.replicas_per_worker([len(d) for _, d in workers.per_worker])
+  made = [auto_shard.worker_pipeline(dataset, count, index,
+                                     workers.num_replicas_in_sync)
+          for index in range(count)]
+  try:
+    graphs = [serialized(local) for local in made]
+  except NotPortableError as e:
+    _warn_once(str(e))
+    return None
+  parts = []
+  for (host, devices), local, graph in zip(workers.per_worker, made, graphs):
+    pipeline = rebuilt(graph, local.element_spec, host)
+    layout = layout_lib.Layout("whole" if k == 1 else "stream", devices, host,
+                               settings.fetch_to_device)
+    with tf.device(host):
+      pipeline = build.prefetched(pipeline, settings.buffer_size * k)
+    parts.append(dataset_lib.DistributedDataset(
+        layout, pipeline, build.cardinality(local), strategy=workers.strategy))
   return MultiWorkerDataset(tuple(parts), workers.strategy)
 
 

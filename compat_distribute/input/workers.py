@@ -46,6 +46,11 @@ class InputWorkers:
       input from a pipeline on its own worker (``input.per_worker``): one
       ``(input host, the worker's replica devices)`` pair per worker, in
       replica order.  Empty: one pipeline on ``host`` feeds every replica.
+    auto_shard: with ``per_worker``, each worker reads its share of a
+      dataset of global batches as TensorFlow's
+      ``MultiWorkerMirroredStrategy`` gives it (by the dataset's
+      auto-shard policy, ``input.auto_shard``); False: each worker keeps
+      its replicas' pieces of every global batch, as one machine cuts it.
   """
   devices: tuple[DeviceName, ...]
   host: DeviceName
@@ -55,6 +60,7 @@ class InputWorkers:
   wrap_single_replica_values: bool = False
   partial_batches: bool = False
   per_worker: tuple[tuple[DeviceName, tuple[DeviceName, ...]], ...] = ()
+  auto_shard: bool = False
 
   @property
   def num_replicas_in_sync(self) -> int:

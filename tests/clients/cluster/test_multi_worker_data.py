@@ -1,0 +1,103 @@
+"""What each worker of a ``MultiWorkerMirroredStrategy`` cluster reads, ours
+against TensorFlow's own strategy on the same two-task loopback cluster
+(with tf-keras: TensorFlow's strategy trains Keras 2 programs).
+
+TensorFlow's strategy runs the program on each task; each task prints its
+replica's batches.  Ours (``run --multi-worker ours`` on every task) runs it
+once, on worker 0, which prints every replica's batches, worker 0's first.
+The batches of every step must be the same for every auto-shard policy
+(tests/fixtures/mwms_shards.py; the measured table is in
+tests/input/test_input_auto_shard.py and docs/cluster.md), and a Keras 2
+``fit`` under DATA, FILE and OFF must end at the same per-epoch losses and
+weights (``rtol=1e-5``).  Several TensorFlow processes per case: these run
+where ``COMPAT_DISTRIBUTE_MULTI_WORKER_ALL=1`` (``tox -e multi-worker``).
+"""
+import importlib.util
+import json
+import sys
+
+import numpy as np
+import pytest
+
+from compat_distribute.cluster import local_served
+import support
+import test_multi_worker as mw
+
+pytestmark = [pytest.mark.cluster, pytest.mark.subprocess, pytest.mark.slow,
+              mw.ALL, pytest.mark.skipif(
+                  not importlib.util.find_spec("tf_keras"),
+                  reason="needs tf-keras beside Keras 3 (TensorFlow 2.16 "
+                  "on)")]
+KERAS_2 = {**mw.ENV, "TF_USE_LEGACY_KERAS": "1"}
+SHARDS = str(support.FIXTURES / "mwms_shards.py")
+CASES = ["auto slices", "data slices", "off slices", "file slices",
+         "data partial", "auto files", "data files", "file files",
+         "off files", "file list"]
+
+
+def run_both(args):
+  """``python PROGRAM ARGS`` on two workers under TensorFlow's strategy,
+  then under ours: (native results, ours), each {task: result}."""
+  runs = []
+  for command in ([sys.executable], mw.RUN):
+    with local_served.MultiWorkerCluster(2, env=KERAS_2) as cluster:
+      runs.append(cluster.start([*command, *args]).collect(mw.TIMEOUT))
+  for results in runs:
+    for task, result in results.items():
+      assert result.returncode == 0 and not result.timed_out, (
+          task, result.stderr[-4000:])
+  return runs
+
+
+def lines(result):
+  """Each ``key: value`` line the program printed: {key: [value, ...]}."""
+  found = {}
+  for line in result.stdout.splitlines():
+    key, sep, value = line.partition(": ")
+    if sep:
+      found.setdefault(key, []).append(value)
+  return found
+
+
+def test_each_worker_reads_what_tensorflows_strategy_gives_it(tmp_path):
+  native, ours = run_both([SHARDS, str(tmp_path), *CASES])
+  workers = [lines(native[("worker", i)]) for i in range(2)]
+  driver = lines(ours[("worker", 0)])
+  for case in CASES + ["function"]:
+    if case == "file slices":  # FILE without files: TensorFlow's error
+      for said in (workers[0][case][0], workers[1][case][0], driver[case][0]):
+        assert said.startswith("error NotFoundError:"), said
+        assert "Found an unshardable source dataset" in said, said
+      continue
+    steps = [json.loads(w[case][0]) for w in workers]
+    assert len(steps[0]) == len(steps[1]) > 0, (case, steps)
+    expected = [a + b for a, b in zip(*steps)]
+    assert json.loads(driver[case][0]) == expected, case
+  # distribute_datasets_from_function: one InputContext per worker.
+  assert [json.loads(w["context"][0]) for w in workers] == [
+      json.loads(c) for c in driver["context"]] == [[0, 2, 2], [1, 2, 2]]
+
+
+def test_keras_2_fit_under_data_file_and_off_equals_tensorflows_strategy(
+    tmp_path):
+  rng = np.random.RandomState(0)
+  for f in range(4):  # 32 rows in 4 files, 4 global batches of 8
+    x = rng.normal(size=(8, 4))
+    rows = np.hstack([x, x @ np.array([[1.0], [-2.0], [0.5], [3.0]])])
+    (tmp_path / f"part-{f}.csv").write_text("".join(
+        ",".join(f"{v:.6f}" for v in row) + "\n" for row in rows))
+  policies = ["DATA", "FILE", "OFF"]
+  native, ours = run_both([str(support.FIXTURES / "mwms_keras_shards.py"),
+                           str(tmp_path), *policies])
+  driver, reference = ours[("worker", 0)], native[("worker", 0)]
+  assert mw.printed(driver, "replicas") == 2
+  losses = []
+  for policy in policies:
+    losses.append(mw.printed(driver, f"losses {policy}"))
+    np.testing.assert_allclose(losses[-1],
+                               mw.printed(reference, f"losses {policy}"),
+                               rtol=1e-5)
+    mw.assert_close(mw.printed(driver, f"final weights {policy}"),
+                    mw.printed(reference, f"final weights {policy}"))
+  # Each policy fed the model other batches (OFF: both workers the same).
+  assert len({json.dumps(x) for x in losses}) == 3, losses
