@@ -151,8 +151,8 @@ def test_doc_program_on_two_workers_equals_mirrored_on_one_machine(tmp_path):
       local_served.MultiWorkerCluster(2, env=ENV) as cluster:
     for task, (tf_config, argv) in doc_commands(cluster).items():
       assert argv[1:] == ["-m", "compat_distribute", "run", "train.py"]
-      cluster.start_task(*task, [*argv[:-1], str(tmp_path / argv[-1])],
-                         {"TF_CONFIG": tf_config})
+      cluster.start_task(*task, argv, {"TF_CONFIG": tf_config},
+                         cwd=str(tmp_path))
     results = cluster.collect(TIMEOUT)
     native = native_result()
   driver, server = results[("worker", 0)], results[("worker", 1)]
