@@ -71,6 +71,8 @@ USAGE = f"""\
                            is Keras 3, TensorFlow's with tf-keras; with ours,
                            started on every task of TF_CONFIG, the chief
                            (else worker 0) runs SCRIPT, the others serve it
+                           where SCRIPT makes the strategy (read from its
+                           sources, as for --keras) or ours is given
     --max-restarts N       when the script ends because a cluster task
                            was lost (an uncaught UnavailableError,
                            DeadlineExceededError or AbortedError), run it
@@ -200,7 +202,7 @@ def _run_program(program: object, argv: list[str], path0: str,
   # MultiWorkerMirroredStrategy: ours or TensorFlow's; on a task that
   # serves the program, serves (and ends) here.
   from compat_distribute.runner import multi_worker as multi_worker_run  # pylint: disable=g-import-not-at-top
-  multi_worker = multi_worker_run.prepare(getattr(program, "source", None) or "")
+  multi_worker = multi_worker_run.prepare(program)
   from compat_distribute.install import install  # pylint: disable=g-import-not-at-top
   try:
     installation = install(multi_worker=multi_worker)

@@ -44,6 +44,9 @@ def absl_short_usage(prog: str, flag_list: Sequence[Any],
   """
   parts = []
   for flag in flag_list:
+    if flag.flag_type() == "bool":  # a switch: no value
+      parts.append(f"[--{flag.name}]")
+      continue
     choices = getattr(flag.parser, "enum_values", None)
     value = metavars.get(flag.name) or (
         "|".join(choices) if choices else

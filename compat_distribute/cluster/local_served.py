@@ -295,12 +295,14 @@ class MultiWorkerCluster:
     return local.tf_config(self.cluster, task_type, index)
 
   def start_task(self, task_type: str, index: int, command: Sequence[str],
-                 env: Optional[dict[str, str]] = None) -> subprocess.Popen:
+                 env: Optional[dict[str, str]] = None,
+                 cwd: Optional[str] = None) -> subprocess.Popen:
     """Starts ``command`` (a list, e.g. ``[sys.executable, "-m",
-    "compat_distribute", "run", "train.py"]``) as one task."""
+    "compat_distribute", "run", "train.py"]``) as one task, in folder
+    ``cwd`` (default: this process's)."""
     extra = {**self._env, "TF_CONFIG": self.tf_config(task_type, index),
              **(env or {})}
-    process = local.start_process(list(command), extra, self._logs)
+    process = local.start_process(list(command), extra, self._logs, cwd)
     process.task = f"/job:{task_type}/task:{index}"  # type: ignore[attr-defined]
     self.processes[(task_type, index)] = process
     return process

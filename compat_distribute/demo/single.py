@@ -18,7 +18,10 @@ median time per step for both.
   ``tf.distribute.Server`` process (see ``compat_distribute.demo.cluster``);
   ``--api`` is v2 by default, v1 with ``--cluster``; ``--api v2`` there:
   the Keras program on a TF2 cluster; ``--kill_worker_after N`` kills a
-  worker after epoch N and resumes (``demo.cluster_restart``).
+  worker after epoch N and resumes (``demo.cluster_restart``);
+  ``--cluster Wx0 --api v2 --multi_worker``: the Keras program written for
+  ``MultiWorkerMirroredStrategy``, ours beside TensorFlow's own
+  (``demo.cluster_multi_worker``).
 
 Each run says first what it trains under:
 
@@ -42,6 +45,7 @@ from absl import flags
 from compat_distribute import command_line
 from compat_distribute.cluster import local as local_cluster
 from compat_distribute.demo import cluster as cluster_demo
+from compat_distribute.demo import cluster_multi_worker as multi_worker_demo
 from compat_distribute.demo import cluster_restart
 from compat_distribute.demo import common
 from compat_distribute.demo.common import CLASSES
@@ -88,6 +92,10 @@ flags.DEFINE_integer(
     "last worker after epoch N and start it again; the program resumes "
     "from its checkpoint and must end at the weights of an uninterrupted "
     "run (N below --epochs).", lower_bound=1)
+flags.DEFINE_bool(
+    "multi_worker", False, "With --cluster Wx0 --api v2: the Keras program "
+    "written for MultiWorkerMirroredStrategy on W workers, ours (under 'run',"
+    " Keras 3) beside TensorFlow's own with tf-keras (Keras 2).")
 
 @flags.multi_flags_validator(
     ["strategy", "replicas"],
@@ -267,8 +275,13 @@ def main(argv: Sequence[str]) -> int:
   try:
     cluster_restart.check_flags(FLAGS.kill_worker_after, FLAGS.cluster,
                                 FLAGS.api, FLAGS.epochs)
+    workers = multi_worker_demo.check_flags(
+        FLAGS.multi_worker, FLAGS.cluster, FLAGS.api, FLAGS.kill_worker_after)
   except ValueError as e:
     raise app.UsageError(str(e)) from e
+  if workers:
+    return multi_worker_demo.main(workers, FLAGS.epochs, FLAGS.seed,
+                                  FLAGS.batch_size, FLAGS.samples, _report)
   if FLAGS.cluster:
     if FLAGS.api == "v2":
       return _main_cluster_v2(FLAGS.cluster)

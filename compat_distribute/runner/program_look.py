@@ -1,16 +1,17 @@
-"""Whether a program uses TensorFlow Estimator, found by reading its
-source and the modules it imports, never running them: what
-``keras_choice`` decides Keras from, before TensorFlow is imported (this
-module imports no TensorFlow).
+"""Whether a program uses a thing one of the runner's decisions depends on
+(TensorFlow Estimator for the Keras choice, ``MultiWorkerMirroredStrategy``
+for the multi-worker one), found by reading its source and the modules it
+imports, never running them, before TensorFlow is imported (this module
+imports no TensorFlow).
 
 The program is what ``run`` runs: a script (``script_program``) or a
 module (``module_program``, for ``run -m``).  The look reads its file, then
 the modules it imports, nearest first (each in the order written), each
-file once; what counts as a use of Estimator is ``evidence``'s.  It is
-bounded by files and bytes only (``MAX_FILES``, ``MAX_BYTES``), never by
-time, so a program gets the same answer on any machine at any load; the
-standard library and ``NOT_READ`` are not read; a file that cannot be read
-or parsed counts as not using Estimator.
+file once; what counts as a use is ``evidence``'s (one ``evidence.Uses``
+per decision).  It is bounded by files and bytes only (``MAX_FILES``,
+``MAX_BYTES``), never by time, so a program gets the same answer on any
+machine at any load; the standard library and ``NOT_READ`` are not read; a
+file that cannot be read or parsed counts as not using the thing.
 
 >>> from compat_distribute.runner.evidence import estimator_evidence
 >>> estimator_evidence(b"import tensorflow as tf\\nm = tf.keras.Sequential()") is None
@@ -29,7 +30,7 @@ from compat_distribute.runner import version_guards
 
 # Packages never read: the standard library, TensorFlow and Keras
 # themselves (their names are checked, their files are not), and large
-# packages that do not build on Estimator.
+# packages that use neither Estimator nor the strategy.
 NOT_READ = frozenset((
     "tensorflow", "tensorflow_estimator", "keras", "tf_keras", "tensorboard",
     "compat_distribute", "numpy", "scipy", "pandas", "sklearn", "matplotlib",
@@ -113,8 +114,10 @@ class _Look:
   """The bounded look: the program, then the modules it imports, nearest
   first, each file read once, at most ``MAX_FILES`` / ``MAX_BYTES``."""
 
-  def __init__(self, search_path: Sequence[str]) -> None:
+  def __init__(self, search_path: Sequence[str],
+               uses: evidence_lib.Uses) -> None:
     self.search_path = list(search_path)
+    self.uses = uses
     self.tf_version = version_guards.running_tensorflow_version()
     self.specs: dict = {}
     self.queue: list[tuple[str, Optional[str]]] = []
@@ -162,7 +165,8 @@ class _Look:
     self.files += 1
     self.bytes += len(source)
     try:
-      facts = evidence_lib.source_facts(source, package, self.tf_version)
+      facts = evidence_lib.source_facts(source, package, self.tf_version,
+                                        self.uses)
     except (SyntaxError, ValueError):
       return None
     if facts.evidence is not None:
@@ -214,9 +218,12 @@ def module_program(module: str) -> Program:
   return Program(module, _source_of(spec), package, search_path, parents)
 
 
-def program_evidence(program: Program | str) -> Finding:
+def program_evidence(program: Program | str,
+                     uses: evidence_lib.Uses = evidence_lib.ESTIMATOR
+                     ) -> Finding:
   """Where ``program`` (a ``Program``, or a script's path), or a module it
-  imports, uses Estimator in code the running TensorFlow can reach.
+  imports, uses ``uses``' thing (Estimator by default) in code the running
+  TensorFlow can reach.
 
   The modules are found as Python would find them for the program (its
   ``search_path``), read nearest first and never executed; the standard
@@ -227,6 +234,6 @@ def program_evidence(program: Program | str) -> Finding:
     program = script_program(program)
   if program.source is None:
     return Finding(None, 0, False)
-  look = _Look(program.search_path)
+  look = _Look(program.search_path, uses)
   found = look.run(program.source, program.package, program.parents)
   return Finding(found, look.files, look.stopped)

@@ -16,6 +16,8 @@ import support
 # directory would shadow the installed package under `python -m`.
 CWD = support.TESTS
 demo = importlib.import_module("compat_distribute.demo.single")
+multi_worker_demo = importlib.import_module(
+    "compat_distribute.demo.cluster_multi_worker")
 SMALL = ["--epochs", "1", "--samples", "256", "--batch_size", "32"]
 
 
@@ -82,6 +84,12 @@ PROG = "python -m compat_distribute demo"
     (["--cluster", "2x1", "--api", "v2", "--epochs", "2",
       "--kill_worker_after", "2"],
      "--kill_worker_after 2 must be below --epochs 2"),
+    (["--cluster", "2x0"], "--cluster 2x0 has no parameter servers: that is "
+     "the MultiWorkerMirroredStrategy demo, --cluster Wx0 --api v2 "
+     "--multi_worker"),
+    (["--cluster", "2x1", "--api", "v2", "--multi_worker"],
+     "--multi_worker needs --cluster Wx0 (W workers, no parameter servers"),
+    (["--cluster", "2x0", "--multi_worker"], "--multi_worker needs --api v2"),
 ])
 def test_bad_flags_are_usage_errors(flags, message):
   """The short usage, then one line with the message; status 2, as argparse
@@ -104,7 +112,8 @@ def test_short_usage_names_every_flag_unbroken():
                           "one_device|central_storage]")
   for flag in ("--strategy", "--replicas N", "--epochs N", "--api v1|v2",
                "--seed N", "--batch_size N", "--samples N",
-               "--json_out FILE", "--cluster WxP", "--kill_worker_after N"):
+               "--json_out FILE", "--cluster WxP", "--kill_worker_after N",
+               "--multi_worker]"):
     assert f"[{flag}" in usage, (flag, usage)
   assert all(len(line) <= 79 for line in usage.splitlines())
 
@@ -193,6 +202,55 @@ def test_cluster_v2_form_trains_keras_fit_on_served_tasks(tmp_path):
   np.testing.assert_allclose(report["ours"]["losses"],
                              report["native"]["losses"], rtol=1e-5)
   assert "/job:worker/replica:0/task:1/device:CPU:0" in result.stdout
+
+
+@support.multi_worker_all
+@pytest.mark.subprocess
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_multi_worker_demo_shows_ours_keras_3_beside_native_keras_2(
+    tmp_path):
+  """docs/cluster.md's ``demo --cluster 2x0 --api v2 --multi_worker``: the
+  Keras program written for MultiWorkerMirroredStrategy on two loopback
+  workers, ours under ``run`` (Keras 3) and TensorFlow's own with tf-keras
+  (Keras 2), from the same initial weights: the same losses and weights
+  (made cheap: four steps)."""
+  page = (support.ROOT / "docs" / "cluster.md").read_text()
+  command = re.search(r"`(python -m compat_distribute demo\s+--cluster 2x0 "
+                      r"[^`]*)`", page)
+  assert command, "docs/cluster.md shows no demo --cluster 2x0 command"
+  words = command.group(1).split()
+  assert words[:4] == PROG.split() and "--multi_worker" in words
+  out = tmp_path / "result.json"
+  result = run_demo(*words[4:], "--epochs", "1", "--samples", "128",
+                    "--batch_size", "32", "--json_out", str(out))
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-4000:]
+  stdout = result.stdout
+  # The runner's decision, said with where the program makes the strategy.
+  assert ("compat_distribute run: tf.distribute.MultiWorkerMirroredStrategy "
+          "is compat_distribute's (") in stdout
+  assert ("TF_CONFIG names this task /job:worker/task:0 of (worker: 2): it "
+          "runs train.py; the other tasks serve it") in stdout
+  native_env = multi_worker_demo.native_keras_2()
+  if native_env is None:
+    assert "native TF: not run -- tf.keras is Keras 3 here" in stdout
+    return
+  report = json.loads(out.read_text())
+  assert report["cluster"] == [2, 0] and report["replicas"] == 2
+  keras_3 = native_env != {}
+  assert report["keras"]["ours"].startswith("3." if keras_3 else "2.")
+  assert report["keras"]["native"].startswith("2.")
+  if keras_3:
+    assert ("the program makes it at train.py:" in stdout and
+            "and tf.keras is Keras 3, whose fit fails" in stdout), stdout
+  assert "epoch  loss ours   loss native" in stdout
+  ours, native = report["ours"], report["native"]
+  assert len(ours["losses"]) == len(native["losses"]) == 1
+  np.testing.assert_allclose(ours["losses"], native["losses"], rtol=1e-5)
+  assert ours["accuracy"] == pytest.approx(native["accuracy"], abs=1e-6)
+  assert report["largest_weight_difference"] < 1e-5
+  assert (f"largest weight difference: "
+          f"{report['largest_weight_difference']:.1e}") in stdout
 
 
 def test_api_defaults_to_v2_and_to_v1_with_cluster(monkeypatch):

@@ -40,10 +40,7 @@ TIMEOUT = 240
 ENV = {"PYTHONPATH": ROOT, "COMPAT_DISTRIBUTE_CLUSTER_WAIT": "60",
        "COMPAT_DISTRIBUTE_CLIENT_WAIT": "120"}
 CONSTRUCTOR = "tf.distribute.MultiWorkerMirroredStrategy()"
-ALL = pytest.mark.skipif(
-    os.environ.get("COMPAT_DISTRIBUTE_MULTI_WORKER_ALL") != "1",
-    reason="several TensorFlow processes each: tox -e multi-worker "
-    "(COMPAT_DISTRIBUTE_MULTI_WORKER_ALL=1)")
+ALL = support.multi_worker_all
 # The other cases ask for ours whichever Keras tf.keras is.
 RUN = [sys.executable, "-m", "compat_distribute", "run", "--multi-worker",
        "ours"]
@@ -152,25 +149,61 @@ def test_doc_program_on_two_workers_equals_mirrored_on_one_machine(tmp_path):
       local_served.MultiWorkerCluster(2, env=ENV) as cluster:
     for task, (tf_config, argv) in doc_commands(cluster).items():
       assert argv[1:] == ["-m", "compat_distribute", "run", "train.py"]
-      cluster.start_task(*task, [*argv[:-1], str(tmp_path / argv[-1])],
-                         {"TF_CONFIG": tf_config})
+      cluster.start_task(*task, argv, {"TF_CONFIG": tf_config},
+                         cwd=str(tmp_path))
     results = cluster.collect(TIMEOUT)
     native = native_result()
-  driver, server = results[("worker", 0)], results[("worker", 1)]
-  assert printed(driver, "replicas") == 2
-  for key in ("losses", "evaluate", "predict"):
-    np.testing.assert_allclose(printed(driver, key), printed(native, key),
-                               rtol=1e-5, atol=1e-6)
-  assert np.shape(printed(driver, "predict")) == (512, 1)
-  assert_close(printed(driver, "final weights"),
-               printed(native, "final weights"))
-  assert server.returncode == 0 and not server.timed_out, server.stderr[-3000:]
-  assert "the chief says its job is done" in server.stdout
-  assert "replicas:" not in server.stdout  # the program ran once
+  assert_doc_program_as_mirrored(results, native, 2)
   for index, lines in expected_lines().items():
     said = results[("worker", index)].stderr.splitlines()
     for line in lines:
       assert line in said, (index, line, said[:5])
+
+
+def assert_doc_program_as_mirrored(results, native, replicas, rows=512):
+  """The page's program (on ``rows`` examples): worker 0 ran it on
+  ``replicas`` replicas and printed what ``native`` (MirroredStrategy on
+  one machine) printed; every other task served it and ended when it did."""
+  driver = results[("worker", 0)]
+  assert printed(driver, "replicas") == replicas
+  for key in ("losses", "evaluate", "predict"):
+    np.testing.assert_allclose(printed(driver, key), printed(native, key),
+                               rtol=1e-5, atol=1e-6)
+  assert np.shape(printed(driver, "predict")) == (rows, 1)
+  assert_close(printed(driver, "final weights"),
+               printed(native, "final weights"))
+  for task, server in results.items():
+    if task == ("worker", 0):
+      continue
+    assert server.returncode == 0 and not server.timed_out, (
+        task, server.stderr[-3000:])
+    assert "the chief says its job is done" in server.stdout
+    assert "replicas:" not in server.stdout  # the program ran once
+
+
+@ALL
+@pytest.mark.slow
+def test_doc_program_on_three_workers_without_a_chief_equals_mirrored(
+    tmp_path):
+  """The page's program on three workers and no chief (worker 0 drives):
+  against MirroredStrategy on one machine with three CPU replicas.  Its
+  global batch of 64 would split unevenly (22, 21, 21), which Keras 3's
+  fit under TensorFlow's MirroredStrategy refuses (AddN of [22, 8] and
+  [20, 8]): batches of 48 over 480 examples, 16 per replica."""
+  program = block("python", "# train.py")
+  for old, new in (("GLOBAL_BATCH = 64", "GLOBAL_BATCH = 48"),
+                   ("size=(512, 8)", "size=(480, 8)")):
+    assert program.count(old) == 1
+    program = program.replace(old, new)
+  (tmp_path / "train.py").write_text(program)
+  (tmp_path / "native.py").write_text(native_program(program, 3))
+  with native_run(tmp_path / "native.py") as native_result, \
+      local_served.MultiWorkerCluster(3, env=ENV) as cluster:
+    assert cluster.tasks == [("worker", 0), ("worker", 1), ("worker", 2)]
+    results = cluster.start([*RUN, str(tmp_path / "train.py")]
+                           ).collect(TIMEOUT)
+    native = native_result()
+  assert_doc_program_as_mirrored(results, native, 3, rows=480)
 
 
 LOOP = '''\
