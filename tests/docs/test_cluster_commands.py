@@ -7,6 +7,11 @@
   ``sh`` of its own, after the block's cluster lines with only the
   ``CLUSTER`` line replaced by one naming four free loopback ports; every
   other line is the page's, and ``python`` is this test's Python.
+* "Estimator: ``train_and_evaluate`` on the cluster": its block is one
+  ``sh`` script (the ps, chief and worker in the background, the
+  evaluator last) with two per-site lines, ``CLUSTER`` and ``MODEL_DIR``;
+  it runs as printed but those two (loopback ports; a folder of this
+  test's).
 * "Under a cluster manager": each container's ``command:`` in the YAML
   block is read by the runner's own parsers (``serve``'s options, ``run``'s
   options), then run on a loopback cluster as its pods would run it: the
@@ -14,15 +19,17 @@
   the chief, each with its task's ``TF_CONFIG`` (what a pod's environment
   gives) and ``train.py`` being the page's ``train_fit.py``.
 
-Checked for both: the chief's program trains on the two workers' replicas
-and ends with status 0, and every ``serve`` ends with status 0 once the
-chief says the job is done.  Ports picked free; every wait bounded; every
+Checked for the first and the last: the chief's program trains on the two
+workers' replicas and ends with status 0, and every ``serve`` ends with
+status 0 once the chief says the job is done; for the Estimator's, the
+evaluator's status 0 and the chief's last checkpoint.  Ports picked free; every wait bounded; every
 process stopped.
 """
 import json
 import os
 import re
 import shlex
+import signal
 import sys
 
 import pytest
@@ -32,11 +39,13 @@ from compat_distribute.cluster import local as local_cluster
 from compat_distribute.cluster import local_served
 from compat_distribute.cluster import serve
 import support
+from support.estimator import needs_estimator
 
 pytestmark = [pytest.mark.cluster, pytest.mark.subprocess, pytest.mark.slow]
 
 PAGE = (support.ROOT / "docs" / "cluster.md").read_text()
 TIMEOUT = 300  # seconds, for the chief's program
+ESTIMATOR_TIMEOUT = 480  # seconds, for the Estimator section's script
 # `python` on the page is this test's Python.
 ENV = {"PYTHONPATH": str(support.ROOT), "TF_CONFIG": None,
        "PATH": os.pathsep.join([os.path.dirname(sys.executable),
@@ -49,6 +58,32 @@ def loopback_cluster():
   return {"chief": [chief], "worker": [worker0, worker1], "ps": [ps]}
 
 
+def sh_block(containing):
+  """The one ```sh block of the page that contains ``containing``."""
+  found = [body for body in re.findall(r"^```sh\n(.*?)^```$", PAGE,
+                                       re.M | re.S) if containing in body]
+  assert len(found) == 1, f"docs/cluster.md: {len(found)} blocks with {containing!r}"
+  return found[0]
+
+
+def for_this_site(text, **values):
+  """``text`` with each per-site line ``NAME=...`` (or ``export
+  NAME=...``; a quoted value may span lines) of ``values`` giving that
+  value instead, quoted for ``sh``; nothing else changes."""
+  for name, value in values.items():
+    text, count = re.subn(
+        rf"^(export )?{name}=('[^']*'|\S+)$",
+        lambda match, v=value: f"{match.group(1) or ''}{name}={shlex.quote(v)}",
+        text, flags=re.M)
+    assert count == 1, f"one {name} line"
+  return text
+
+
+def cluster_value(cluster):
+  """``CLUSTER`` on the page: the cluster part of a TF_CONFIG."""
+  return '"cluster": ' + json.dumps(cluster)
+
+
 def central_storage_commands(cluster):
   """The cluster lines of the TF2 section's block (its ``CLUSTER`` line
   naming ``cluster``) and {what the host runs: its command}."""
@@ -57,10 +92,8 @@ def central_storage_commands(cluster):
       "ports)", "sh")
   lines = block.splitlines()
   end = next(i for i, line in enumerate(lines) if line.startswith("task() "))
-  here = "CLUSTER=" + shlex.quote('"cluster": ' + json.dumps(cluster))
-  preamble, count = re.subn(r"^CLUSTER='[^']*'$", lambda _: here,
-                            "\n".join(lines[:end + 1]), flags=re.M)
-  assert count == 1, "the block has one CLUSTER line"
+  preamble = for_this_site("\n".join(lines[:end + 1]),
+                           CLUSTER=cluster_value(cluster))
   commands = {}
   for comment, command in zip(lines, lines[1:]):
     match = re.fullmatch(r"# on host\d \(([^)]*)\).*", comment)
@@ -149,3 +182,38 @@ def test_the_cluster_manager_commands_parse_and_run(tmp_path):
                  for job in ("worker", "ps")
                  for index in range(len(cluster[job]))},
       pod(run, "chief", 0)))
+
+
+@needs_estimator
+def test_the_estimator_commands_run_as_printed(tmp_path):
+  """The v1 Estimator section's block, one ``sh`` script as printed but
+  its two per-site lines (``CLUSTER``: loopback ports; ``MODEL_DIR``: a
+  folder of this test's): the ps, chief and worker in the background, the
+  evaluator last; the script ends with the evaluator, after the chief's
+  last checkpoint.  The ps serves until stopped: this test stops it."""
+  (tmp_path / "train_estimator.py").write_text(
+      support.doc_program("cluster.md", "train_estimator.py"))
+  ports = local_cluster.free_ports(4)
+  cluster = {job: [f"127.0.0.1:{port}"] for job, port in
+             zip(("chief", "worker", "ps", "evaluator"), ports)}
+  model_dir = tmp_path / "model"
+  script = for_this_site(sh_block("train_estimator.py"),
+                         CLUSTER=cluster_value(cluster),
+                         MODEL_DIR=str(model_dir))
+  logs = []
+  process = local_cluster.start_process(["sh", "-c", script], ENV, logs,
+                                        cwd=str(tmp_path))
+  process.task = "the page's commands"
+  try:
+    result = local_served.collect(process, ESTIMATOR_TIMEOUT)
+  finally:
+    try:  # the ps, and anything left of the script
+      os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+      pass
+    for log in logs:
+      log.close()
+  assert result.returncode == 0 and not result.timed_out, (
+      result.stdout[-2000:], result.stderr[-5000:])
+  assert "model.ckpt-1000.index" in os.listdir(model_dir)
+  assert os.listdir(model_dir / "eval")
