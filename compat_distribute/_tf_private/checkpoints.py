@@ -19,7 +19,7 @@ fills them in where every TF2 checkpoint passes:
   ``restore(file_prefix, options=None)`` -- what TensorFlow calls without
   options for a restore deferred until its object is made.
 
-Same names and signatures on TensorFlow 2.12-2.22.
+Same names and signatures on TensorFlow 2.12, 2.15 and 2.21 (read in each).
 """
 from __future__ import annotations
 
