@@ -19,11 +19,14 @@
   the chief, each with its task's ``TF_CONFIG`` (what a pod's environment
   gives) and ``train.py`` being the page's ``train_fit.py``.
 
-Checked for the first and the last: the chief's program trains on the two
-workers' replicas and ends with status 0, and every ``serve`` ends with
-status 0 once the chief says the job is done; for the Estimator's, the
-evaluator's status 0 and the chief's last checkpoint.  Ports picked free; every wait bounded; every
-process stopped.
+The first runs in every environment; the other two, beyond that one
+representative, in ``tox -e multi-worker`` (as the cluster cases of
+tests/clients/cluster/test_multi_worker.py).  Checked for the first and
+the last: the chief's program trains on the two workers' replicas and
+ends with status 0, and every ``serve`` ends with status 0 once the chief
+says the job is done; for the Estimator's, the evaluator's status 0 and
+the chief's last checkpoint.  Ports picked free; every wait bounded;
+every process stopped.
 """
 import json
 import os
@@ -158,6 +161,7 @@ def test_each_hosts_command_of_the_tf2_section_runs_as_printed(tmp_path):
   assert "ckpt-1.index" in os.listdir(tmp_path / "model")
 
 
+@support.MULTI_WORKER_ALL
 def test_the_cluster_manager_commands_parse_and_run(tmp_path):
   commands = yaml_commands()
   assert sorted(commands) == ["chief", "task"]
@@ -184,6 +188,7 @@ def test_the_cluster_manager_commands_parse_and_run(tmp_path):
       pod(run, "chief", 0)))
 
 
+@support.MULTI_WORKER_ALL
 @needs_estimator
 def test_the_estimator_commands_run_as_printed(tmp_path):
   """The v1 Estimator section's block, one ``sh`` script as printed but

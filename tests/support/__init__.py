@@ -10,12 +10,21 @@ imports these as ``from support import keras`` or
 >>> doc_program("cluster.md", "train_fit.py").splitlines()[0]
 '# train_fit.py'
 """
+import os
 import pathlib
 import re
+
+import pytest
 
 TESTS = pathlib.Path(__file__).resolve().parent.parent
 ROOT = TESTS.parent
 FIXTURES = TESTS / "fixtures"
+# The cluster cases beyond one representative: `tox -e multi-worker` (which
+# CI runs) sets the variable; the default environments skip them.
+MULTI_WORKER_ALL = pytest.mark.skipif(
+    os.environ.get("COMPAT_DISTRIBUTE_MULTI_WORKER_ALL") != "1",
+    reason="several TensorFlow processes each: tox -e multi-worker "
+    "(COMPAT_DISTRIBUTE_MULTI_WORKER_ALL=1)")
 
 
 def doc_program(page: str, name: str, lang: str = "python") -> str:

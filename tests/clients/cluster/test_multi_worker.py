@@ -39,10 +39,7 @@ TIMEOUT = 240
 ENV = {"PYTHONPATH": ROOT, "COMPAT_DISTRIBUTE_CLUSTER_WAIT": "60",
        "COMPAT_DISTRIBUTE_CLIENT_WAIT": "120"}
 CONSTRUCTOR = "tf.distribute.MultiWorkerMirroredStrategy()"
-ALL = pytest.mark.skipif(
-    os.environ.get("COMPAT_DISTRIBUTE_MULTI_WORKER_ALL") != "1",
-    reason="several TensorFlow processes each: tox -e multi-worker "
-    "(COMPAT_DISTRIBUTE_MULTI_WORKER_ALL=1)")
+ALL = support.MULTI_WORKER_ALL
 # The other cases ask for ours whichever Keras tf.keras is.
 RUN = [sys.executable, "-m", "compat_distribute", "run", "--multi-worker",
        "ours"]
