@@ -26,20 +26,20 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 import tensorflow as tf
 from tensorflow.python.checkpoint import checkpoint  # pylint: disable=g-direct-tensorflow-import
 from tensorflow.python.checkpoint import functional_saver  # pylint: disable=g-direct-tensorflow-import
 
 # The function route_io was given: file prefix -> device or None.
-_choose: Optional[Callable[[Any], Optional[str]]] = None
+_choose: Optional[Callable[[object], Optional[str]]] = None
 _WRAPPED = ((checkpoint.TrackableSaver, "save"),
             (checkpoint.TrackableSaver, "restore"),
             (functional_saver.MultiDeviceSaver, "restore"))
 
 
-def route_io(choose: Callable[[Any], Optional[str]]) -> None:
+def route_io(choose: Callable[[object], Optional[str]]) -> None:
   """From now on, a TF2 checkpoint saved or restored without an
   ``experimental_io_device`` has its files read and written on
   ``choose(file_prefix)`` when that is a device name (else as TensorFlow
@@ -52,11 +52,11 @@ def route_io(choose: Callable[[Any], Optional[str]]) -> None:
   _choose = choose
 
 
-def _routed(method: Callable[..., Any]) -> Callable[..., Any]:
+def _routed(method: Callable[..., object]) -> Callable[..., object]:
   signature = inspect.signature(method)
 
   @functools.wraps(method)
-  def wrapper(*args: Any, **kwargs: Any) -> Any:
+  def wrapper(*args: object, **kwargs: object) -> object:
     bound = signature.bind(*args, **kwargs)
     options = bound.arguments.get("options")
     if options is None or options.experimental_io_device is None:
