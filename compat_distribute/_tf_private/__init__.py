@@ -16,6 +16,8 @@ name it uses, why, and on which TensorFlow versions it is there:
 * ``functions``: functions, tapes and types -- AutoGraph's do-not-convert
   rule and ``enumerate``, a ``tf.function``'s clone, gradient tapes paused,
   eager tensors, ``TypeSpec`` names, TPU systems, the Keras dataset marker;
+* ``checkpoints``: the device that reads and writes a TF2 checkpoint's
+  files (``route_io``, which a TF2 cluster's chief sets at connect);
 * ``datasets``: how TensorFlow's ``MultiWorkerMirroredStrategy`` cuts a
   dataset for each worker -- the auto-shard rewrite, the rebatches;
 * ``estimator``: what Estimator needs of TensorFlow 2.16+.  The
@@ -47,7 +49,8 @@ is loaded yet); ``no_tensorboard`` (as ``estimator``, only where
 TensorBoard is not installed); ``auto_strategy`` (only where TensorFlow has
 ``tf.distribute.experimental.auto_strategy``); ``checkout`` (importing the
 package from a source checkout; it serves ``compat_distribute.v1/v2``
-only).
+only); ``cluster`` (a TF2 program's chief connecting to its cluster,
+never ``install()``).
 
 =========  ===========================================================  ==============  ==============================
 kind       name                                                         when            by
@@ -92,6 +95,9 @@ attribute  tensorflow*.summary.image                                    no_tenso
 attribute  tensorflow*.summary.text                                     no_tensorboard  summaries.guard
 attribute  tensorflow*.summary.audio                                    no_tensorboard  summaries.guard
 meta_path  compat_distribute._CheckoutFacadeFinder                      checkout        compat_distribute
+attribute  tensorflow.python.checkpoint.checkpoint.*.save               cluster         checkpoints.route_io
+attribute  tensorflow.python.checkpoint.checkpoint.*.restore            cluster         checkpoints.route_io
+attribute  tensorflow.python.checkpoint.functional_saver.*.restore      cluster         checkpoints.route_io
 =========  ===========================================================  ==============  ==============================
 
 >>> from compat_distribute import _tf_private
@@ -105,6 +111,7 @@ import tensorflow as tf
 
 # Refuses an unsupported TensorFlow before any private name is looked up.
 from compat_distribute import _tf_compat  # pylint: disable=unused-import
+from compat_distribute._tf_private.checkpoints import route_io
 from compat_distribute._tf_private.datasets import auto_shard_dataset
 from compat_distribute._tf_private.datasets import batch_sizes_for_worker
 from compat_distribute._tf_private.datasets import compute_batch_size

@@ -1,17 +1,18 @@
-"""Folders of the served tasks: where a relative path lands on a ps, and
+"""Folders of the served tasks: where a relative checkpoint path lands, and
 the file that tells a ``serve`` its chief is done.
 
 ``serve`` runs in the folder it was started in and makes no folder of its
 own, as TensorFlow's server processes do.  So:
 
-* a relative path the client's program gives an op that runs on a task --
-  a ps writes its own part of every checkpoint (``SaveV2`` runs where the
-  variables are) -- is resolved in that task's folder.  At connect, the
-  client checks (``folders_elsewhere``: a file it makes in its own folder,
-  looked up by its relative name on each ps) and warns, naming each ps
-  that resolves relative paths elsewhere and the fix: an absolute folder
-  on storage the chief and every ps can write, or ``serve`` started in
-  the chief's folder.
+* a relative checkpoint path means the chief's folder, as on one machine:
+  at connect the chief routes the files of every checkpoint saved or
+  restored under a relative prefix through its own CPU
+  (``relative_checkpoints_on``: TensorFlow's
+  ``CheckpointOptions.experimental_io_device``, filled in where the program
+  gave none).  The ps tasks send it their variables' values; they need no
+  storage.  An absolute prefix is left to TensorFlow: each ps writes its
+  own part of the checkpoint (``SaveV2`` runs where the variables are), so
+  it must be storage the chief and every ps can write, at that path.
 * ``done_file``: the name of the file the client writes on a task at its
   exit, relative, so into the folder that task's ``serve`` runs in; one
   name per task (its job, index and address), so tasks started in one
@@ -22,11 +23,10 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 
 import tensorflow as tf
 
-from compat_distribute.runtime import logs
+from compat_distribute import _tf_private
 
 # The start of every task_file name.
 FILE_PREFIX = ".compat_distribute-"
@@ -66,42 +66,28 @@ def tell_done(job: str, index: int, address: str) -> None:
     tf.io.write_file(done_file(job, index, address), "done")
 
 
-def folders_elsewhere(cluster: dict[str, list[str]]) -> list[str]:
-  """The ps tasks (``/job:ps/task:I at address``) that resolve a relative
-  path in another folder than this process's working folder (they do not
-  see a file made here under a relative name); empty also when that cannot
-  be told (this folder cannot be written)."""
-  try:
-    handle, marker = tempfile.mkstemp(prefix=".compat_distribute-folder-",
-                                      dir=os.getcwd())
-  except OSError:
-    return []
-  os.close(handle)
-  elsewhere = []
-  try:
-    for i, address in enumerate(cluster.get("ps", ())):
-      with tf.device(f"/job:ps/replica:0/task:{i}/device:CPU:0"):
-        found = tf.io.matching_files(os.path.basename(marker))
-      if not int(tf.size(found)):
-        elsewhere.append(f"/job:ps/task:{i} at {address}")
-  finally:
-    os.remove(marker)
-  return elsewhere
+def is_relative(prefix: object) -> bool:
+  """Whether a checkpoint prefix -- a ``str``, ``bytes`` or eager string
+  tensor -- is a relative path (no leading ``/``, no ``scheme://``); False
+  for a symbolic tensor, whose value is not known when its ops are made.
+
+  >>> is_relative("model/ckpt-1"), is_relative(tf.constant("/m/ckpt-1"))
+  (True, False)
+  >>> is_relative(b"gs://bucket/ckpt-1")
+  False
+  """
+  if isinstance(prefix, _tf_private.EagerTensor):
+    prefix = prefix.numpy()
+  if not isinstance(prefix, (str, bytes)):
+    return False
+  path = os.fsdecode(prefix)
+  return not (os.path.isabs(path) or "://" in path)
 
 
-def warn_of_folders(cluster: dict[str, list[str]]) -> None:
-  """Logs a warning naming the ps tasks of ``folders_elsewhere``."""
-  try:
-    elsewhere = folders_elsewhere(cluster)
-  except tf.errors.OpError as e:  # the program's first op will say it
-    logs.logger().debug("could not compare the ps tasks' folders: %s", e)
-    return
-  if elsewhere:
-    logs.logger().warning(
-        "%s: a relative path resolves there in the folder its `serve` runs "
-        "in, not in %s where this program runs; a ps writes its own part of "
-        "every checkpoint, so a relative checkpoint or model folder (e.g. "
-        "'model/') fails there (NotFoundError) or lands elsewhere. Give the "
-        "program an absolute folder on storage this task and every ps can "
-        "write, or start serve in %s.", "; ".join(elsewhere), os.getcwd(),
-        os.getcwd())
+def relative_checkpoints_on(job: str, index: int) -> None:
+  """From now on, this process's TF2 checkpoints saved or restored under a
+  relative prefix are read and written by ``job``/``index``'s CPU -- this
+  process's task: the prefix then means this process's folder -- unless
+  the program names an ``experimental_io_device`` itself."""
+  device = f"/job:{job}/replica:0/task:{index}/device:CPU:0"
+  _tf_private.route_io(lambda prefix: device if is_relative(prefix) else None)

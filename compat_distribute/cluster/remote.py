@@ -19,8 +19,8 @@ tasks, through TensorFlow's remote eager execution
   run there, so into the folder ``serve`` runs in).  (A queue or variable
   by shared name would not do: TensorFlow gives each remote eager client
   resources of its own, which a ``Session`` on the server cannot see.)
-  Connecting warns of ps tasks that resolve relative paths elsewhere
-  (``folders.warn_of_folders``).
+  From connecting on, a checkpoint under a relative prefix is written and
+  read by the client (``folders.relative_checkpoints_on``).
 * ``explain``: the error an uncaught TensorFlow error becomes when a task
   was lost (``failures.TaskLostError``, naming it; ``failures`` watches the
   tasks from ``connect`` on).
@@ -316,7 +316,7 @@ def connect(client: ClusterClient, timeout: Optional[float],
       if named is e:
         raise
       raise named from e
-    folders.warn_of_folders(client.cluster)
+    folders.relative_checkpoints_on(client.job, client.task)
     devices.set_eager_task(client.job, client.task)
     _connected = client
     atexit.register(tell_servers_done)

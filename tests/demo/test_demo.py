@@ -204,7 +204,7 @@ def test_cluster_v2_form_trains_keras_fit_on_served_tasks(tmp_path):
   assert "/job:worker/replica:0/task:1/device:CPU:0" in result.stdout
 
 
-@support.multi_worker_all
+@support.MULTI_WORKER_ALL
 @pytest.mark.subprocess
 @pytest.mark.cluster
 @pytest.mark.slow

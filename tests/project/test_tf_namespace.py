@@ -34,7 +34,7 @@ PROBE = TESTS / "fixtures" / "tf_namespace_probe.py"
 KINDS = ("module", "attribute", "meta_path", "loader", "tf_export",
          "environ")
 WHEN = ("always", "supply", "estimator", "no_tensorboard", "unloaded",
-        "auto_strategy", "checkout")
+        "auto_strategy", "checkout", "cluster")
 # The packages the probe hides (none: as installed).
 HIDDEN = ((), ("tensorflow_estimator",), ("tf_keras",))
 # Each use of an Estimator name where the first of these is missing is
@@ -104,7 +104,9 @@ def applies(when, report):
   imports = report["supplied"] and report["estimator"]
   return {"supply": report["supplied"], "estimator": imports,
           "no_tensorboard": imports and not report["tensorboard"],
-          "auto_strategy": report["auto_strategy"]}.get(when, True)
+          "auto_strategy": report["auto_strategy"],
+          # (The probe connects to no cluster.)
+          "cluster": False}.get(when, True)
 
 
 def _matches(pattern, names):

@@ -19,9 +19,9 @@ import pytest
 TESTS = pathlib.Path(__file__).resolve().parent.parent
 ROOT = TESTS.parent
 FIXTURES = TESTS / "fixtures"
-# MultiWorkerMirroredStrategy cases beyond the default run's one
-# representative, several TensorFlow processes each: tox -e multi-worker.
-multi_worker_all = pytest.mark.skipif(
+# The cluster cases beyond one representative: `tox -e multi-worker` (which
+# CI runs) sets the variable; the default environments skip them.
+MULTI_WORKER_ALL = pytest.mark.skipif(
     os.environ.get("COMPAT_DISTRIBUTE_MULTI_WORKER_ALL") != "1",
     reason="several TensorFlow processes each: tox -e multi-worker "
     "(COMPAT_DISTRIBUTE_MULTI_WORKER_ALL=1)")

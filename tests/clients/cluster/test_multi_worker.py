@@ -40,7 +40,7 @@ TIMEOUT = 240
 ENV = {"PYTHONPATH": ROOT, "COMPAT_DISTRIBUTE_CLUSTER_WAIT": "60",
        "COMPAT_DISTRIBUTE_CLIENT_WAIT": "120"}
 CONSTRUCTOR = "tf.distribute.MultiWorkerMirroredStrategy()"
-ALL = support.multi_worker_all
+ALL = support.MULTI_WORKER_ALL
 # The other cases ask for ours whichever Keras tf.keras is.
 RUN = [sys.executable, "-m", "compat_distribute", "run", "--multi-worker",
        "ours"]
