@@ -32,8 +32,9 @@ a callback) and a custom loop (a ``tf.function`` calling ``strategy.run``
 on ``next`` of an ``experimental_distribute_dataset`` iterator, then
 ``strategy.reduce``).  The first round of each workload (tracing) is not
 counted.  Printed: the median over rounds of steps/s of each variant, the
-ratio ours/native (the target: at least 0.8x) and the load average before
-and after.  Measurements, not tests; compare ratios within a run.
+ratio ours/native (the target: at least 0.8x), the lowest and highest
+ratio of one round's times, and the load average before and after.
+Measurements, not tests; compare ratios within a run.
 """
 from __future__ import annotations
 
@@ -210,9 +211,13 @@ def measure(workers: int, steps: int, rounds: int) -> dict:
             times[workload][variant.name].append(seconds)
     for variant in variants:
       variant.check_ended(120)
-  return {workload: {name: statistics.median(steps / s for s in runs)
-                     for name, runs in by_variant.items()}
-          for workload, by_variant in times.items()}
+  out = {workload: {name: statistics.median(steps / s for s in runs)
+                    for name, runs in by_variant.items()}
+         for workload, by_variant in times.items()}
+  for workload, by_variant in times.items():  # ours/native of each round
+    out[workload]["per_round"] = [n / o for o, n in zip(
+        by_variant["ours"], by_variant["native"])]
+  return out
 
 
 def _load() -> str:
@@ -240,9 +245,10 @@ def main() -> int:
         f"{steps} steps x {rounds} rounds; steps/s (median of rounds); "
         "ratios ours/native, ours/none (Keras 3), native/none (tf-keras)")
   print("| workers | workload | ours | native | none, Keras 3 | none, "
-        "tf-keras | ours/native | ours/none | native/none | load 1/5/15 min "
-        "before, after |")
-  print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+        "tf-keras | ours/native | ours/native of each round: lowest, highest "
+        "| ours/none | native/none | load 1/5/15 min before, after |")
+  print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: "
+        "| --- |")
   for workers in args.workers:
     before = _load()
     r = measure(workers, steps, rounds)
@@ -252,6 +258,7 @@ def main() -> int:
       print(f"| {workers} | {workload} | {s['ours']:.1f} | {s['native']:.1f} "
             f"| {s['none_keras3']:.1f} | {s['none_tf_keras']:.1f} | "
             f"{s['ours'] / s['native']:.2f}x | "
+            f"{min(s['per_round']):.2f}x, {max(s['per_round']):.2f}x | "
             f"{s['ours'] / s['none_keras3']:.2f}x | "
             f"{s['native'] / s['none_tf_keras']:.2f}x | {before}, {after} |",
             flush=True)
