@@ -180,22 +180,24 @@ class _Variant:
     with open(done) as f:
       return float(f.read())
 
-  def check_ended(self, timeout: float) -> None:
-    """Waits (bounded) for every process to end; raises if one failed."""
+  def check_ended(self, timeout: float) -> list[str]:
+    """Waits (bounded) for every process to end; what went wrong (a
+    process that failed, with its output and the reporting task's)."""
     from compat_distribute.cluster import local_served  # pylint: disable=g-import-not-at-top
     deadline = time.monotonic() + timeout
-    for process in self.processes:
-      result = local_served.collect(process,
+    results = [local_served.collect(process,
                                     max(0.0, deadline - time.monotonic()))
-      if result.returncode != 0:
-        raise RuntimeError(f"{self.name} {result.task} failed (exit "
-                           f"{result.returncode}):\n{result.stdout[-2000:]}\n"
-                           f"{result.stderr[-4000:]}")
+               for process in self.processes]
+    failed = [r for r in results if r.returncode != 0]
+    if failed and results[0] not in failed:
+      failed.append(results[0])  # the task that ran the program
+    return [f"{self.name} {r.task}: exit {r.returncode}\n"
+            f"{r.stdout[-2000:]}\n{r.stderr[-4000:]}" for r in failed]
 
 
-def measure(workers: int, steps: int, rounds: int) -> dict:
+def measure(workers: int, steps: int, rounds: int) -> tuple[dict, list[str]]:
   """Steps/s (median of rounds) per workload and variant on ``workers``
-  workers."""
+  workers; and what went wrong when the processes ended."""
   times: dict = {w: {v: [] for v in VARIANTS} for w in WORKLOADS}
   with tempfile.TemporaryDirectory(prefix="bench-multi-worker-") as tmp, \
       contextlib.ExitStack() as stack:
@@ -209,15 +211,15 @@ def measure(workers: int, steps: int, rounds: int) -> dict:
               workload, index, START_WAIT if index == 0 else ROUND_WAIT)
           if index:  # round 0 traces and warms up
             times[workload][variant.name].append(seconds)
-    for variant in variants:
-      variant.check_ended(120)
+    problems = [problem for variant in variants
+                for problem in variant.check_ended(120)]
   out = {workload: {name: statistics.median(steps / s for s in runs)
                     for name, runs in by_variant.items()}
          for workload, by_variant in times.items()}
   for workload, by_variant in times.items():  # ours/native of each round
     out[workload]["per_round"] = [n / o for o, n in zip(
         by_variant["ours"], by_variant["native"])]
-  return out
+  return out, problems
 
 
 def _load() -> str:
@@ -249,9 +251,11 @@ def main() -> int:
         "| ours/none | native/none | load 1/5/15 min before, after |")
   print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: "
         "| --- |")
+  problems = []
   for workers in args.workers:
     before = _load()
-    r = measure(workers, steps, rounds)
+    r, ended_badly = measure(workers, steps, rounds)
+    problems += ended_badly
     after = _load()
     for workload in WORKLOADS:
       s = r[workload]
@@ -262,7 +266,9 @@ def main() -> int:
             f"{s['ours'] / s['none_keras3']:.2f}x | "
             f"{s['native'] / s['none_tf_keras']:.2f}x | {before}, {after} |",
             flush=True)
-  return 0
+  for problem in problems:  # the rounds ran; the ending did not go well
+    print(f"failed at the end: {problem}", file=sys.stderr)
+  return 1 if problems else 0
 
 
 if __name__ == "__main__":
