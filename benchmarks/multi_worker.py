@@ -237,6 +237,8 @@ def main() -> int:
   steps = args.steps or (5 if args.quick else 200)
   rounds = args.rounds or (1 if args.quick else 7)
   if args.program:
+    from compat_distribute.cluster import lifetime  # pylint: disable=g-import-not-at-top
+    lifetime.end_with_parent()  # a killed benchmark leaves no process
     config = json.loads(os.environ.get("TF_CONFIG") or "{}")
     task = config.get("task", {})
     program(args.program, steps, rounds,
