@@ -285,12 +285,13 @@ class Watchdog:
       self._lost.append(task)
       self._found.append(task)
     logs.logger().error("lost cluster task %s", task)
-    if self._on_lost is not None:
-      self._on_lost(task)
+    # The sweep is running before anyone hears of the loss.
     threading.Thread(target=self._sweep, args=(task, time.monotonic()),
                      daemon=True,
                      name=f"compat_distribute-lost-{task.job}-{task.index}-"
                      f"{task.address}").start()
+    if self._on_lost is not None:
+      self._on_lost(task)
 
   def _sweep(self, task: LostTask, since: float) -> None:
     while True:
