@@ -218,6 +218,25 @@ def pytest_unconfigure(config):
     os._exit(_EXIT_STATUS[-1])  # pylint: disable=protected-access
 
 
+# -- cases beyond the default run's representative -----------------------------
+#
+# A test marked `more` (support.MORE) is skipped, with the environment that
+# runs it as the reason, unless COMPAT_DISTRIBUTE_MORE=1 (tox -e more).
+
+MORE_REASON = ("a case beyond the default run's representative of its kind: "
+               "tox -e more (COMPAT_DISTRIBUTE_MORE=1), which CI runs")
+
+
+def pytest_collection_modifyitems(config, items):
+  del config
+  if os.environ.get("COMPAT_DISTRIBUTE_MORE") == "1":
+    return
+  skip = pytest.mark.skip(reason=MORE_REASON)
+  for item in items:
+    if item.get_closest_marker("more") is not None:
+      item.add_marker(skip)
+
+
 # -- a run without `subprocess` tests starts no process ------------------------
 #
 # The markers (pyproject.toml; docs/architecture.md, "Where a test lives") say

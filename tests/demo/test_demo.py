@@ -279,6 +279,7 @@ def test_api_defaults_to_v2_and_to_v1_with_cluster(monkeypatch):
 @pytest.mark.subprocess
 @pytest.mark.cluster
 @pytest.mark.slow
+@support.MORE  # the restart itself: test_cluster_restart.py[loop]
 def test_cluster_v2_kill_worker_resumes_at_the_uninterrupted_weights():
   """``--cluster 2x1 --api v2 --kill_worker_after 1``: a worker killed
   after epoch 1 and started again; the chief's program, under ``run

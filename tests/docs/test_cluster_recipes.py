@@ -107,6 +107,7 @@ def native_uninterrupted(tmp_path):
   return native_cluster.final_weights(result.stdout, "native")
 
 
+@support.MORE  # tests/clients/cluster/test_cluster_restart.py[loop] is the default run's restart
 def test_one_machine_recipe_resumes_twice_at_native_uninterrupted_weights(
     tmp_path):
   reference = native_uninterrupted(tmp_path)

@@ -30,7 +30,7 @@ def test_getting_started_has_exactly_two_commands():
   blocks = re.findall(r"```sh\n(.*?)```", section("Getting started"), re.S)
   assert blocks == ["pip install tox && tox -e demo\n",
                     "pip install tox && tox p && "
-                    "tox -e estimator-libs,multi-worker\n"]
+                    "tox -e estimator-libs,multi-worker,more\n"]
 
 
 def test_ci_runs_the_readme_test_command_verbatim():
@@ -41,7 +41,7 @@ def test_ci_runs_the_readme_test_command_verbatim():
               if line.strip() and not line.startswith(("#", "set ", "cd "))]
   assert commands == [test_command]
   # The newest TF runs the Estimator libraries and every multi-worker case.
-  assert "tox -e estimator-libs,multi-worker" in test_command
+  assert "tox -e estimator-libs,multi-worker,more" in test_command
 
 
 def test_mentions_what_a_newcomer_needs():
@@ -73,7 +73,7 @@ def test_two_commands_are_named_where_they_are_promised():
   assert sentence, "README.md no longer says 'two commands set up ...'"
   text = " ".join(sentence.group(1).split())
   for command in ("pip install tox && tox -e demo",
-                  "pip install tox && tox p && tox -e estimator-libs,multi-worker"):
+                  "pip install tox && tox p && tox -e estimator-libs,multi-worker,more"):
     assert f"`{command}`" in text, command
 
 

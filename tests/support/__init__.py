@@ -25,6 +25,12 @@ MULTI_WORKER_ALL = pytest.mark.skipif(
     os.environ.get("COMPAT_DISTRIBUTE_MULTI_WORKER_ALL") != "1",
     reason="several TensorFlow processes each: tox -e multi-worker "
     "(COMPAT_DISTRIBUTE_MULTI_WORKER_ALL=1)")
+# A slow multi-process case beyond the default run's representative of its
+# kind (a second shape, failure or form of what a test beside it runs):
+# tests/conftest.py skips it unless COMPAT_DISTRIBUTE_MORE=1, which
+# `tox -e more` sets (and runs only these, -m more); CI runs it after
+# `tox p`.  Keeps the default run within its time (docs/architecture.md).
+MORE = pytest.mark.more
 
 
 def doc_program(page: str, name: str, lang: str = "python") -> str:

@@ -131,7 +131,7 @@ def wait_for(process, text, timeout):
 @pytest.mark.parametrize("job,index,how,runner", [
     ("worker", 1, "kill", "run"),
     ("worker", 0, "exit", "python"),
-    ("worker", 1, "stop", "run"),
+    pytest.param("worker", 1, "stop", "run", marks=support.MORE),
     ("ps", 0, "stop", "run"),
 ])
 def test_lost_task_is_named_and_the_chief_ends(tmp_path, job, index, how,
@@ -175,7 +175,8 @@ def test_lost_task_is_named_and_the_chief_ends(tmp_path, job, index, how,
     assert "the chief says its job is done" in other.stdout
 
 
-@pytest.mark.parametrize("how", ["stop", "kill"])
+@pytest.mark.parametrize("how", [pytest.param("stop", marks=support.MORE),
+                                 "kill"])
 def test_a_program_that_catches_the_error_retries_in_the_same_process(
     tmp_path, how):
   """docs/cluster.md's ``retrying.py`` (run_retrying: a step again after

@@ -50,6 +50,7 @@ def _ok(result):
   return result
 
 
+@support.MORE  # the default's: a relative folder wherever serve runs
 def test_relative_checkpoint_folder_resolves_where_every_command_starts(
     tmp_path):
   work, system_temp = _folders(tmp_path)

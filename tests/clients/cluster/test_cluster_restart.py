@@ -73,7 +73,7 @@ def run_with_kills(api, tmp_path):
 
 @pytest.mark.parametrize("api, resumed_at", [
     ("loop", ["step 10", "step 15"]),
-    ("fit", ["epoch 1", "epoch 3"]),
+    pytest.param("fit", ["epoch 1", "epoch 3"], marks=support.MORE),
 ])
 def test_resumes_after_a_lost_worker_and_a_lost_ps_at_uninterrupted_weights(
     tmp_path, api, resumed_at):

@@ -14,6 +14,7 @@ differs, so the weights agree to float32 round-off (``rtol=1e-5``).
 
 Slow (each cluster is 4 TensorFlow processes): marked ``cluster``.
 """
+import re
 import time
 
 import numpy as np
@@ -105,7 +106,8 @@ def test_keras_fit_matches_native_two_replicas_and_restores_after_restart(
 
 @pytest.mark.parametrize("job,index,survivors", [
     ("worker", 1, ("/job:worker/task:0", "/job:ps/task:0")),
-    ("ps", 0, ("/job:worker/task:0", "/job:worker/task:1")),
+    pytest.param("ps", 0, ("/job:worker/task:0", "/job:worker/task:1"),
+                 marks=support.MORE),
 ])
 def test_killed_task_is_named_within_seconds(tmp_path, job, index,
                                              survivors):
@@ -125,7 +127,10 @@ def test_killed_task_is_named_within_seconds(tmp_path, job, index,
   assert result.returncode == 1 and not result.timed_out
   assert took < 20, took
   assert "UnavailableError" in result.stderr
-  assert f"/job:{job}/replica:0/task:{index}" in result.stderr
+  # Named by TensorFlow's error (its device name) or by ours (the task and
+  # its address); which comes first depends on the run (TF 2.12 under load).
+  assert re.search(rf"/job:{job}/(replica:0/)?task:{index}\b",
+                   result.stderr), result.stderr[-3000:]
   for task in survivors:
     assert others[task].returncode == 0, others[task].stdout
 

@@ -137,7 +137,7 @@ STRATEGIES = {
 
 @pytest.mark.parametrize("strategy", [
     "parameter_server",
-    pytest.param("central_storage", marks=pytest.mark.slow)])
+    pytest.param("central_storage", marks=[pytest.mark.slow, support.MORE])])
 def test_train_and_evaluate_with_tf_config_trains_to_natives_checkpoint(
     strategy):
   """``tf.estimator.train_and_evaluate`` with chief, worker, ps and

@@ -157,7 +157,9 @@ MENTIONS_ESTIMATOR = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(MENTIONS_ESTIMATOR))
+@pytest.mark.parametrize("name", [
+    pytest.param(name, marks=[] if name == "find_spec" else support.MORE)
+    for name in sorted(MENTIONS_ESTIMATOR)])
 def test_programs_that_only_mention_estimator_keep_keras_3(tmp_path, name):
   """Under the runner they print the Keras plain python gives them: Keras
   3, and the runner says nothing."""
@@ -205,7 +207,8 @@ def test_library_that_uses_estimator_is_found_through_its_imports(tmp_path):
   _assert_keras_2_said(err, f"{tmp_path}/ctrlib/heads.py:4: tf1.estimator")
 
 
-@pytest.mark.parametrize("how", ["flag", "variable"])
+@pytest.mark.parametrize("how", ["flag", pytest.param("variable",
+                                                      marks=support.MORE)])
 @pytest.mark.parametrize("value", ["2", "3"])
 def test_override_chooses_either_keras(tmp_path, value, how):
   """``run --keras 2`` (or ``COMPAT_DISTRIBUTE_KERAS=2``) gives a Keras-only
@@ -280,6 +283,7 @@ def test_run_m_runs_a_module_as_python_m_does(tmp_path):
       "package": "app", "cwd": str(tmp_path)}
 
 
+@support.MORE  # test_run_m_runs_a_module_as_python_m_does is the default's
 def test_run_m_of_a_missing_module_fails_as_python_m_does(tmp_path):
   for module, words in (("no_such_app", "No module named no_such_app"),
                         ("app", "No module named app.__main__; 'app' is a "
