@@ -332,7 +332,17 @@ def test_markers_are_registered_and_strict():
   options = config["tool"]["pytest"]["ini_options"]
   assert "--strict-markers" in options["addopts"].split()
   names = sorted(line.split(":", 1)[0] for line in options["markers"])
-  assert names == ["cluster", "parity", "slow", "subprocess"]
+  assert names == ["cluster", "more", "parity", "slow", "subprocess"]
+
+
+def test_more_env_runs_what_the_default_environments_skip():
+  """tests/conftest.py skips a `more` test unless COMPAT_DISTRIBUTE_MORE=1;
+  only `tox -e more` sets it, and runs nothing else; CI runs it."""
+  more = _tox()["testenv:more"]
+  assert "COMPAT_DISTRIBUTE_MORE = 1" in more["setenv"]
+  assert "-m more {posargs:tests}" in more["commands"]
+  assert "COMPAT_DISTRIBUTE_MORE" not in _tox()["testenv"]["setenv"]
+  assert "more" in (ROOT / ".ci" / "run").read_text().split("tox -e ")[-1]
 
 
 # -- one door for what moves between versions ----------------------------------
