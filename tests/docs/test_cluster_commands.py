@@ -20,8 +20,9 @@
   gives) and ``train.py`` being the page's ``train_fit.py``.
 
 The first runs in every environment; the other two, beyond that one
-representative, in ``tox -e multi-worker`` (as the cluster cases of
-tests/clients/cluster/test_multi_worker.py).  Checked for the first and
+representative, in ``tox -e multi-worker`` (the cluster manager's, as the
+cluster cases of tests/clients/cluster/test_multi_worker.py) and ``tox -e
+more`` (the Estimator's, which needs tensorflow-estimator).  Checked for the first and
 the last: the chief's program trains on the two workers' replicas and
 ends with status 0, and every ``serve`` ends with status 0 once the chief
 says the job is done; for the Estimator's, the evaluator's status 0 and
@@ -188,7 +189,7 @@ def test_the_cluster_manager_commands_parse_and_run(tmp_path):
       pod(run, "chief", 0)))
 
 
-@support.MULTI_WORKER_ALL
+@support.MORE  # tox -e more has Estimator (tox -e multi-worker has not)
 @needs_estimator
 def test_the_estimator_commands_run_as_printed(tmp_path):
   """The v1 Estimator section's block, one ``sh`` script as printed but
