@@ -346,23 +346,31 @@ def test_a_worker_not_run_by_compat_distribute_is_named(tmp_path):
 @pytest.mark.skipif(not multi_worker_run.keras_3() or not importlib.util
                     .find_spec("tf_keras"), reason="needs tf-keras beside "
                     "Keras 3 (TensorFlow 2.16 on)")
+@pytest.mark.parametrize("workers", [2, 3])
 def test_keras_2_program_equals_tensorflows_own_strategy_on_the_cluster(
-    tmp_path):
+    tmp_path, workers):
   """The page's program with tf-keras (Keras 2), where TensorFlow's own
-  strategy trains: ours (``--multi-worker ours``) on two workers against
-  TensorFlow's on two workers, each running the program, the dataset's
-  default auto-shard policy splitting the data between them."""
-  (tmp_path / "train.py").write_text(block("python", "# train.py"))
+  strategy trains: ours (``--multi-worker ours``) on two (three) workers
+  against TensorFlow's on as many, each running the program, the
+  dataset's default auto-shard policy splitting the data between them
+  (three workers: batches of 48 over 480 examples, as in the three-worker
+  test above)."""
+  program = block("python", "# train.py")
+  if workers == 3:
+    program = program.replace("GLOBAL_BATCH = 64", "GLOBAL_BATCH = 48"
+                              ).replace("size=(512, 8)", "size=(480, 8)")
+  (tmp_path / "train.py").write_text(program)
   keras_2 = {**ENV, "TF_USE_LEGACY_KERAS": "1"}
-  with local_served.MultiWorkerCluster(2, env=keras_2) as cluster:
+  with local_served.MultiWorkerCluster(workers, env=keras_2) as cluster:
     ours = cluster.start([*RUN, str(tmp_path / "train.py")]).collect(TIMEOUT)
-  with local_served.MultiWorkerCluster(2, env=keras_2) as cluster:
+  with local_served.MultiWorkerCluster(workers, env=keras_2) as cluster:
     native = cluster.start([sys.executable, str(tmp_path / "train.py")]
                           ).collect(TIMEOUT)
   driver, reference = ours[("worker", 0)], native[("worker", 0)]
   assert "compat_distribute run: tf.distribute.MultiWorkerMirroredStrategy" \
       " is compat_distribute's (--multi-worker ours;" in driver.stderr
-  assert printed(driver, "replicas") == printed(reference, "replicas") == 2
+  assert printed(driver, "replicas") == printed(reference, "replicas") == (
+      workers)
   for key in ("losses", "evaluate"):
     np.testing.assert_allclose(printed(driver, key), printed(reference, key),
                                rtol=1e-5)
