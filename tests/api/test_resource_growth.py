@@ -19,7 +19,9 @@ import weakref
 
 import pytest
 import tensorflow as tf
+
 from fixtures import strategies
+import support
 
 from compat_distribute.replicas import threads as replica_threads
 from compat_distribute.replicas import workers as replica_workers
@@ -28,7 +30,9 @@ from compat_distribute.replicas import workers as replica_workers
 # all); out of `tox -e quick`.
 pytestmark = pytest.mark.slow
 
-KINDS = ["one_device", "central_storage/2", "central_storage/3"]
+# Three compute devices are a case beyond two (tox -e more).
+KINDS = ["one_device", "central_storage/2",
+         pytest.param("central_storage/3", marks=support.MORE)]
 
 
 def _make(kind, facade="v2"):

@@ -132,7 +132,7 @@ def wait_for(process, text, timeout):
     ("worker", 1, "kill", "run"),
     ("worker", 0, "exit", "python"),
     pytest.param("worker", 1, "stop", "run", marks=support.MORE),
-    ("ps", 0, "stop", "run"),
+    pytest.param("ps", 0, "stop", "run", marks=support.MORE),
 ])
 def test_lost_task_is_named_and_the_chief_ends(tmp_path, job, index, how,
                                                runner):

@@ -17,6 +17,7 @@ import sys
 
 import pytest
 
+import support
 from support import estimator as estimator_support
 
 pytestmark = [estimator_support.needs_estimator, pytest.mark.subprocess]
@@ -39,6 +40,9 @@ def test_custom_model_fn_train_resume_evaluate_predict_export_warm_start(
                                                     ("keras", "keras"))
 
 
+# Canned estimators under strategies stay in the default run
+# (test_estimator_canned.py); these, without one, in tox -e more.
+@support.MORE
 def test_canned_estimators_with_feature_columns(tmp_path):
   ours, native = estimator_support.run_both(
       "estimator_programs.py", ["canned", "{dir}"], tmp_path)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from fixtures import strategies
+import support
 from support.keras import KERAS_3
 from support.keras import keras
 from support.keras import optimizer_values
@@ -127,7 +128,10 @@ def assert_same_run(ours, native):
     np.testing.assert_allclose(a, b, rtol=RTOL, atol=ATOL)
 
 
-@pytest.mark.parametrize("spec", SPECS)
+# Four replicas train the three models in `tox -e more`; two stay here.
+@pytest.mark.parametrize("spec", [
+    pytest.param(s, marks=support.MORE) if s == "central_storage/4" else s
+    for s in SPECS])
 @pytest.mark.parametrize("builder", [dense_sequential, conv_functional,
                                      embedding_functional],
                          ids=lambda b: b.__name__)
