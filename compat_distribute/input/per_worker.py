@@ -132,7 +132,8 @@ def distribute_dataset(workers: InputWorkers, dataset: tf.data.Dataset,
     parts.append(dataset_lib.DistributedDataset(
         layout, local, cardinality, strategy=workers.strategy))
     first += k
-  return MultiWorkerDataset(tuple(parts), workers.strategy)
+  return MultiWorkerDataset(tuple(parts), workers.strategy,
+                            _pads(workers, dataset, cardinality))
 
 
 def _auto_sharded(workers: InputWorkers, dataset: tf.data.Dataset,
@@ -160,7 +161,18 @@ def _auto_sharded(workers: InputWorkers, dataset: tf.data.Dataset,
       pipeline = build.prefetched(pipeline, settings.buffer_size * k)
     parts.append(dataset_lib.DistributedDataset(
         layout, pipeline, build.cardinality(local), strategy=workers.strategy))
-  return MultiWorkerDataset(tuple(parts), workers.strategy)
+  return MultiWorkerDataset(tuple(parts), workers.strategy, pads=True)
+
+
+def _pads(workers: InputWorkers, dataset: tf.data.Dataset,
+          cardinality: build.Cardinality) -> bool:
+  """Whether a worker whose share ended gives its replicas empty batches
+  until every share has ended (``input.shares``): always under
+  ``MultiWorkerMirroredStrategy`` (``workers.auto_shard``), as in
+  TensorFlow's; else where the strategy asks for partial batches and the
+  shapes are not all static (``build.partial_rounds_wanted``)."""
+  return workers.auto_shard or build.partial_rounds_wanted(
+      workers, dataset, cardinality)
 
 
 def _pieces(first: int, count: int) -> Callable[..., Nest]:
@@ -176,7 +188,7 @@ def distribute_datasets_from_function(workers: InputWorkers,
                                       method: str) -> MultiWorkerDataset:
   """``dataset_fn`` called once per worker, on that worker's CPU, with
   ``InputContext(num_workers, worker, num_replicas)``."""
-  parts = []
+  parts, pads = [], workers.auto_shard
   count = len(workers.per_worker)
   for index, (host, devices) in enumerate(workers.per_worker):
     local = InputWorkers(
@@ -190,9 +202,10 @@ def distribute_datasets_from_function(workers: InputWorkers,
     layout, pipeline = build.stream_pipeline(local, dataset, settings)
     with tf.device(host):  # where the dataset is
       cardinality = build.cardinality(dataset)
+    pads = pads or _pads(workers, dataset, cardinality)
     parts.append(dataset_lib.DistributedDataset(
         layout, pipeline, cardinality,
         partial_rounds=build.partial_rounds_wanted(local, dataset,
                                                    cardinality),
         strategy=workers.strategy))
-  return MultiWorkerDataset(tuple(parts), workers.strategy)
+  return MultiWorkerDataset(tuple(parts), workers.strategy, pads)
