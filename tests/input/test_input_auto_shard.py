@@ -166,6 +166,10 @@ def assert_read_every_way(distributed, expected):
 def test_a_worker_whose_share_ended_gives_empty_batches_until_all_end(
     tmp_path):
   workers = fake_workers(2, per_worker=TWO_WORKERS, auto_shard=True)
+  pairs = fake_workers(4, per_worker=((cpu(0), (cpu(0), cpu(1))),
+                                      (cpu(2), (cpu(2), cpu(3)))),
+                       auto_shard=True)
+  empty = [[], [0]]
   options = tf.distribute.InputOptions()
   # FILE over three files: worker 0 reads two, worker 1 one (cardinality
   # unknown: each step asks the workers whether they have more).
@@ -174,6 +178,15 @@ def test_a_worker_whose_share_ended_gives_empty_batches_until_all_end(
   assert [s.shape.as_list() for s in files.element_spec._value_specs] == [
       [None], [None]]
   assert_read_every_way(files, UNEVEN_FILES)
+  # Two replicas per worker (TensorFlow's rule, not measured: no GPUs
+  # here): both of an ended worker's replicas get empty batches.
+  assert_read_every_way(
+      input_lib.distribute_dataset(pairs, numbers(text_files(tmp_path, 3)),
+                                   options),
+      [[[[0], [1]], [[1], [1]], [[100], [1]], [[101], [1]]],
+       [[[2], [1]], [[3], [1]], [[102], [1]], [[103], [1]]],
+       [[[200], [1]], [[201], [1]], empty, empty],
+       [[[202], [1]], [[203], [1]], empty, empty]])
 
   # Shares of known cardinality (counted, no question asked per step).
   def sharded(context):
@@ -194,6 +207,17 @@ def test_a_worker_whose_share_ended_gives_empty_batches_until_all_end(
       [[4, 5], [2]], [[], [0]]]
   with pytest.raises(StopIteration):
     next(iterator)
+
+  # Two replicas per worker: a last round that only some of a worker's
+  # replicas get gives the others empty batches too (TensorFlow's rule).
+  def five_batches(context):
+    return tf.data.Dataset.range(10).batch(2).shard(
+        context.num_input_pipelines, context.input_pipeline_id)
+  assert_read_every_way(
+      input_lib.distribute_datasets_from_function(pairs, five_batches,
+                                                  options),
+      [[[[0, 1], [2]], [[4, 5], [2]], [[2, 3], [2]], [[6, 7], [2]]],
+       [[[8, 9], [2]], empty, empty, empty]])
 
   # Without MultiWorkerMirroredStrategy's rule (our cluster form of
   # CentralStorageStrategy, no partial batches asked): the shortest share
