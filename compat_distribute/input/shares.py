@@ -11,9 +11,11 @@ replicas an empty batch -- batch dimension 0, the element's other
 dimensions (``layout.dummy`` of its element spec) -- and the input ends only
 when no worker has anything left.  Where the shares may end apart, the
 step's element spec has an unknown batch dimension (``layout.batch_relaxed``).
-Our other multi-worker input (the cluster form of ``CentralStorageStrategy``
-without partial batch handling, whose native form is one machine's) ends
-at the end of the shortest share instead: ``pads`` says which.
+Endless input, and shares known to hold as many steps each, are read
+without that (``may_end_apart``).  Our other multi-worker input (the
+cluster form of ``CentralStorageStrategy`` without partial batch handling,
+whose native form is one machine's) ends at the end of the shortest share
+instead: ``pads`` says which (``input.per_worker`` decides).
 
 >>> spec = tf.TensorSpec([2], tf.float32)
 >>> joined_spec([spec, spec], [1, 1])
