@@ -10,7 +10,8 @@ The batches of every step must be the same for every auto-shard policy
 tests/input/test_input_auto_shard.py and docs/cluster.md), and a Keras 2
 ``fit`` under DATA, FILE and OFF must end at the same per-epoch losses and
 weights (``rtol=1e-5``).  Where the workers' shares hold different numbers
-of steps (FILE over three files; a ``dataset_fn`` sharding three batches),
+of steps (FILE over three files; a ``dataset_fn`` sharding three batches;
+FILE over four files on three workers),
 both go on until every share ends, a worker whose share ended giving its
 replica empty batches: every way of reading gives the same values and
 shapes, and a Keras 2 ``fit`` the same steps, losses and weights.  Several TensorFlow processes per case: these run
@@ -52,12 +53,12 @@ UNEVEN_STEPS = {
 }
 
 
-def run_both(args):
-  """``python PROGRAM ARGS`` on two workers under TensorFlow's strategy,
-  then under ours: (native results, ours), each {task: result}."""
+def run_both(args, workers=2):
+  """``python PROGRAM ARGS`` on ``workers`` workers under TensorFlow's
+  strategy, then under ours: (native results, ours), each {task: result}."""
   runs = []
   for command in ([sys.executable], mw.RUN):
-    with local_served.MultiWorkerCluster(2, env=KERAS_2) as cluster:
+    with local_served.MultiWorkerCluster(workers, env=KERAS_2) as cluster:
       runs.append(cluster.start([*command, *args]).collect(mw.TIMEOUT))
   for results in runs:
     for task, result in results.items():
@@ -77,7 +78,8 @@ def lines(result):
 
 
 def test_each_worker_reads_what_tensorflows_strategy_gives_it(tmp_path):
-  native, ours = run_both([SHARDS, str(tmp_path), *CASES, *UNEVEN])
+  native, ours = run_both([SHARDS, str(tmp_path), *CASES, "function",
+                           *UNEVEN])
   workers = [lines(native[("worker", i)]) for i in range(2)]
   driver = lines(ours[("worker", 0)])
   for case in CASES + ["function"]:
@@ -112,6 +114,24 @@ def test_each_worker_reads_what_tensorflows_strategy_gives_it(tmp_path):
   # distribute_datasets_from_function: one InputContext per worker.
   assert [json.loads(w["context"][0]) for w in workers] == [
       json.loads(c) for c in driver["context"]] == [[0, 2, 2], [1, 2, 2]]
+
+
+def test_four_files_on_three_workers_end_with_the_longest_share(tmp_path):
+  # FILE: worker 0 reads files 0 and 3, each batch of 4 cut into 3 pieces
+  # (6 steps), workers 1 and 2 one file each (3 steps, then empty batches).
+  native, ours = run_both([SHARDS, str(tmp_path), "file four"], workers=3)
+  workers = [lines(native[("worker", i)]) for i in range(3)]
+  driver = lines(ours[("worker", 0)])
+  for read in READS:
+    key = f"file four {read}"
+    steps = [json.loads(w[key][0]) for w in workers]
+    expected = [a + b + c for a, b, c in zip(*steps)]
+    assert json.loads(driver[key][0]) == expected, key
+    assert len(expected) == 6, key
+    assert [[shape for _, shape in step[1:]] for step in expected[3:]] == [
+        [[0], [0]]] * 3, key
+  assert json.loads(driver["file four reduce"][0]) == [
+      6, sum(json.loads(w["file four reduce"][0])[1] for w in workers)]
 
 
 def test_keras_2_fit_under_data_file_off_and_uneven_shares_equals_tf(
