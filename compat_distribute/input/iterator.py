@@ -130,9 +130,14 @@ class DistributedIterator(IterationProtocol, tf.distribute.DistributedIterator,
     reads = self._layout.num_replicas if self._layout.kind == "stream" else 1
     return [self._host.get_next_as_optional() for _ in range(reads)]
 
-  def step_from(self, optionals: list[tf.experimental.Optional]) -> Nest:
-    """The step ``start_reads`` read, every Optional holding a value."""
-    values = iter([o.get_value() for o in optionals])
+  def step_from(self, optionals: list[tf.experimental.Optional],
+                flags: Optional[list[bool]] = None) -> Nest:
+    """The step ``start_reads`` read: each Optional's value, or where
+    ``flags`` says it holds none, an empty value (a last partial round)."""
+    if flags is None:
+      flags = [True] * len(optionals)
+    values = iter([o.get_value() if flag else layout_lib.dummy(self._host_spec)
+                   for o, flag in zip(optionals, flags)])
     return fetch.next_step(self._layout, lambda: next(values))
 
   def _next_with_partial_round(self) -> Nest:

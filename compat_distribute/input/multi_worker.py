@@ -6,14 +6,21 @@ replicas' devices); a step is every worker's step, in worker order, as one
 ``PerReplica`` per leaf -- the structure one machine gives.  Both are
 composite tensors whose components are the workers' ``tf.data`` datasets or
 iterators, so they pass into a ``tf.function`` and Keras takes the dataset.
+Where the workers' shares hold different numbers of steps, a worker whose
+share ended gives empty batches until every share has ended, as in
+TensorFlow's ``MultiWorkerMirroredStrategy`` (``input.shares``).
 
->>> spec = tf.TensorSpec([2], tf.float32)
->>> joined_spec([spec, spec], [1, 1])
-PerReplicaSpec(TensorSpec(shape=(2,), dtype=tf.float32, name=None), TensorSpec(shape=(2,), dtype=tf.float32, name=None))
+>>> from compat_distribute.input import dataset, layout
+>>> def share(rows):  # a worker's share: 2-row batches of range(rows)
+...   where = layout.Layout("whole", ("/cpu:0",), "/cpu:0", False)
+...   return dataset.DistributedDataset(
+...       where, tf.data.Dataset.range(rows).batch(2), (rows + 1) // 2)
+>>> data = MultiWorkerDataset((share(4), share(2)), pads=True)
+>>> [[v.numpy().tolist() for v in step.values] for step in data]
+[[[0, 1], [0, 1]], [[2, 3], []]]
 """
 from __future__ import annotations
 
-import math
 from typing import Callable, Optional, Sequence, Union
 
 import tensorflow as tf
@@ -23,10 +30,10 @@ from compat_distribute import _tf_private
 from compat_distribute.input import dataset as dataset_lib
 from compat_distribute.input import iterator as iterator_lib
 from compat_distribute.input import layout as layout_lib
+from compat_distribute.input import shares
 from compat_distribute.runtime.types import Nest
 from compat_distribute.runtime.types import SpecNest
 from compat_distribute.runtime.types import StrategyLike
-from compat_distribute.values import distributed as values_lib
 
 
 def _wait_until_made(iterators: Sequence[iterator_lib.DistributedIterator]
@@ -44,28 +51,6 @@ def _wait_until_made(iterators: Sequence[iterator_lib.DistributedIterator]
     for handle in tf.nest.flatten(iterator._host, expand_composites=True):  # pylint: disable=protected-access
       if handle.dtype == tf.resource:
         tf.raw_ops.IteratorGetDevice(resource=handle).numpy()
-
-
-def steps_held(parts: Sequence[dataset_lib.DistributedDataset]
-               ) -> Optional[float]:
-  """How many steps the workers' input holds (``math.inf``: endless), when
-  every worker's cardinality says; else None.
-
-  >>> steps_held([])
-  inf
-  """
-  steps = math.inf
-  for part in parts:
-    # pylint: disable=protected-access
-    count, layout = part._cardinality, part._layout
-    if isinstance(count, tf.Tensor) or count == tf.data.INFINITE_CARDINALITY:
-      continue
-    if count < 0 or (layout.kind == "stream" and part._partial_rounds):
-      return None
-    if layout.kind == "stream":
-      count //= layout.num_replicas
-    steps = min(steps, int(count))
-  return steps
 
 
 def _shapes(value: Nest) -> list[tf.TensorShape]:
@@ -88,48 +73,27 @@ def _reading(part: iterator_lib.DistributedIterator,
                   f"step's input on {host})") from e
 
 
-# -- joining the workers' steps ------------------------------------------------
-
-def _replica_values(value: Nest, count: int) -> list[Nest]:
-  if count == 1:
-    return [value]
-  return [values_lib.select_replica(i, value) for i in range(count)]
-
-
-def _replica_specs(spec: SpecNest, count: int) -> list[SpecNest]:
-  if count == 1:
-    return [spec]
-  return [tf.nest.map_structure(lambda s, i=i: s._value_specs[i], spec)  # pylint: disable=protected-access
-          for i in range(count)]
-
-
-def joined(values: Sequence[Nest], counts: Sequence[int]) -> Nest:
-  """One step's input from each worker's step, as ``PerReplica`` leaves."""
-  per_replica = []
-  for value, count in zip(values, counts):
-    per_replica += _replica_values(value, count)
-  return layout_lib.wrap_per_replica(per_replica)
-
-
-def joined_spec(specs: Sequence[SpecNest], counts: Sequence[int]) -> SpecNest:
-  per_replica = []
-  for spec, count in zip(specs, counts):
-    per_replica += _replica_specs(spec, count)
-  return layout_lib.regroup_specs(per_replica)
-
-
 _CompositeTensor = _tf_compat.CompositeTensor
+TFOptional = tf.experimental.Optional
 
 
 class MultiWorkerDataset(tf.distribute.DistributedDataset, _CompositeTensor,
                          _tf_private.KerasDistributedDatasetMarker):
   """Steps of input for replicas on several workers: one
-  ``DistributedDataset`` per worker, read on that worker."""
+  ``DistributedDataset`` per worker, read on that worker.  ``pads``: a
+  worker whose share ended gives empty batches until every share has ended
+  (TensorFlow's ``MultiWorkerMirroredStrategy``); else the input ends with
+  the shortest share."""
 
   def __init__(self, parts: tuple[dataset_lib.DistributedDataset, ...],  # pylint: disable=super-init-not-called
-               strategy: Optional[StrategyLike] = None) -> None:
+               strategy: Optional[StrategyLike] = None,
+               pads: bool = False) -> None:
     self._parts = tuple(parts)
     self._strategy = strategy
+    # Only where the shares may end apart: shares known to hold as many
+    # steps each are read without the per-step question (and their
+    # element spec keeps its batch dimension).
+    self._pads = shares.may_end_apart(self._parts, pads)
 
   def __repr__(self) -> str:
     hosts = [p._layout.host for p in self._parts]  # pylint: disable=protected-access
@@ -143,18 +107,22 @@ class MultiWorkerDataset(tf.distribute.DistributedDataset, _CompositeTensor,
   def __iter__(self) -> "MultiWorkerIterator":
     parts = tuple(iter(p) for p in self._parts)
     if not tf.executing_eagerly():
-      return MultiWorkerIterator(parts, self._strategy)
+      return MultiWorkerIterator(parts, self._strategy, pads=self._pads)
     _wait_until_made(parts)
     return MultiWorkerIterator(parts, self._strategy,
-                               steps=steps_held(self._parts))
+                               steps=shares.steps_held(self._parts, self._pads),
+                               pads=self._pads)
 
   @property
   def element_spec(self) -> SpecNest:
-    return joined_spec([p.element_spec for p in self._parts], self._counts)
+    """The spec of a step: its batch dimension unknown where the workers'
+    shares may end apart."""
+    return shares.joined_spec([p.element_spec for p in self._parts],
+                              self._counts, self._pads)
 
   @property
   def cardinality(self) -> Union[int, tf.Tensor]:
-    """The cardinality of the dataset each worker reads (see
+    """The cardinality of the dataset the first worker reads (see
     ``DistributedDataset.cardinality``)."""
     return self._parts[0].cardinality
 
@@ -176,7 +144,8 @@ class MultiWorkerDataset(tf.distribute.DistributedDataset, _CompositeTensor,
   @property
   def _type_spec(self) -> "MultiWorkerDatasetSpec":
     return MultiWorkerDatasetSpec(
-        tuple(p._type_spec for p in self._parts)).with_strategy(self._strategy)  # pylint: disable=protected-access
+        tuple(p._type_spec for p in self._parts), self._pads  # pylint: disable=protected-access
+    ).with_strategy(self._strategy)
 
 
 class MultiWorkerIterator(iterator_lib.IterationProtocol,
@@ -188,23 +157,31 @@ class MultiWorkerIterator(iterator_lib.IterationProtocol,
   fail only after it returned (a remote op reports its error late: at the
   next use of the value, building its type spec), and the error would stay
   on the client's executor.  So an eager read never runs past the end:
-  while the steps left are known (from the workers' cardinalities, counted
-  down here), the iterator ends when they are used up, for free; else
-  (unknown cardinality, or the iterator was also passed into a
-  ``tf.function``, which reads it where this count cannot see) every
-  worker's read is an Optional whose ``has_value`` is awaited -- one more
-  round trip per step.  A read that fails otherwise (a lost worker: its
-  connection reset or refused) raises TensorFlow's error, of its class,
-  with the worker whose input it was reading added to the message.
+  while each worker's steps left are known (from the workers'
+  cardinalities, counted down here), a worker whose share ended is not
+  read (its replicas get empty batches, ``input.shares``) and the input
+  ends when every share has ended, for free; else (unknown cardinality, or
+  the iterator was also passed into a ``tf.function``, which reads it where
+  this count cannot see) every worker's read is an Optional whose
+  ``has_value`` is awaited -- one more round trip per step.  A read that
+  fails otherwise (a lost worker: its connection reset or refused) raises
+  TensorFlow's error, of its class, with the worker whose input it was
+  reading added to the message.
   """
 
   def __init__(self, parts: tuple[iterator_lib.DistributedIterator, ...],  # pylint: disable=super-init-not-called
                strategy: Optional[StrategyLike] = None,
-               steps: Optional[float] = None) -> None:
+               steps: Optional[list[float]] = None,
+               pads: bool = False) -> None:
     self._parts = tuple(parts)
     self._strategy = strategy
-    # Eager steps left, or None when not known (see the class docstring).
+    # Per worker, the eager steps left, or None when not known (see the
+    # class docstring).
     self._steps_left = steps
+    # A worker whose share ended gives empty batches (input.shares).
+    self._pads = bool(pads)
+    # The workers whose share ended, found by uncounted eager reads.
+    self._ended: set[int] = set()
 
   def __repr__(self) -> str:
     hosts = [p._layout.host for p in self._parts]  # pylint: disable=protected-access
@@ -226,76 +203,126 @@ class MultiWorkerIterator(iterator_lib.IterationProtocol,
       if step is None:
         raise tf.errors.OutOfRangeError(None, None, "End of sequence")
       return step
-    return joined([p.get_next() for p in self._parts], self._counts)
+    if not self._pads:
+      return shares.joined(self._replica_values(p.get_next()
+                                                for p in self._parts))
+    optionals = [p.get_next_as_optional() for p in self._parts]
+    more = tf.reduce_any(tf.stack([o.has_value() for o in optionals]))
+    # Every share ended: reading one more element raises OutOfRangeError.
+    go_on = tf.cond(more, lambda: tf.constant(True),
+                    self._parts[0]._end_of_input)  # pylint: disable=protected-access
+    with tf.control_dependencies([go_on]):
+      return self._padded_in_graph(optionals)
+
+  def _replica_values(self, values) -> list[Nest]:
+    per_replica = []
+    for value, count in zip(values, self._counts):
+      per_replica += shares.replica_values(value, count)
+    return per_replica
+
+  def _padded_in_graph(self, optionals: list[TFOptional]) -> Nest:
+    per_replica = []
+    for part, optional in zip(self._parts, optionals):
+      per_replica += shares.value_or_empty(part, optional)
+    return shares.joined(per_replica)
 
   def _next_eagerly(self) -> Optional[Nest]:
-    """The next step's input, or None at the end of any worker's input
-    (see the class docstring).
+    """The next step's input, or None at the end of input (see the class
+    docstring).
 
     Uncounted, every worker's reads start before any answer is awaited;
     they are Optionals, so the end of input reaches the client as a value,
     as one machine's iterator reports it, never as a remote op's error.
     """
-    if self._steps_left is not None:
-      if self._steps_left <= 0:
+    left = self._steps_left
+    if left is not None:
+      if not any(n > 0 for n in left):
         return None
-      self._steps_left -= 1
-      values = [_reading(p, p.get_next) for p in self._parts]
+      self._steps_left = [n - 1 for n in left]
+      values = [_reading(p, p.get_next) if n > 0 else None
+                for p, n in zip(self._parts, left)]
       for part, value in zip(self._parts, values):
         # The step waits for these values anyway (its trace type needs
         # their shapes); waiting here names the worker whose read failed.
-        _reading(part, lambda v=value: _shapes(v))
-      return joined(values, self._counts)
-    reads = [_reading(p, p.start_reads) for p in self._parts]
-    flags = [[o.has_value() for o in read] for read in reads]
-    for part, flag in zip(self._parts, flags):
-      if not _reading(part, lambda f=flag: all(bool(x) for x in f)):
+        if value is not None:
+          _reading(part, lambda v=value: _shapes(v))
+      return self._joined_eagerly(values)
+    if self._ended and (not self._pads or
+                        len(self._ended) == len(self._parts)):
+      return None
+    reads = {i: _reading(p, p.start_reads) for i, p in enumerate(self._parts)
+             if i not in self._ended}
+    flags = {i: [o.has_value() for o in read] for i, read in reads.items()}
+    values = [None] * len(self._parts)
+    for i, flag in flags.items():
+      part = self._parts[i]
+      flag = _reading(part, lambda f=flag: [bool(x) for x in f])
+      if all(flag) or (any(flag) and part._partial_rounds):  # pylint: disable=protected-access
+        values[i] = part.step_from(reads[i], flag)
+        continue
+      self._ended.add(i)
+      if not self._pads:
         return None
-    return joined([p.step_from(r) for p, r in zip(self._parts, reads)],
-                  self._counts)
+    if len(self._ended) == len(self._parts):
+      return None
+    return self._joined_eagerly(values)
+
+  def _joined_eagerly(self, values: list[Optional[Nest]]) -> Nest:
+    """The step from each worker's value; None: its share ended."""
+    per_replica = []
+    for part, value, count in zip(self._parts, values, self._counts):
+      per_replica += (shares.empty_values(part) if value is None else
+                      shares.replica_values(value, count))
+    return shares.joined(per_replica)
 
   def get_next_as_optional(self) -> tf.experimental.Optional:
-    """The next step's input as an Optional: empty when any worker's input
-    is exhausted."""
+    """The next step's input as an Optional: empty at the end of input."""
     if tf.executing_eagerly():
       step = self._next_eagerly()
       if step is None:
-        return tf.experimental.Optional.empty(self.element_spec)
-      return tf.experimental.Optional.from_value(step)
+        return TFOptional.empty(self.element_spec)
+      return TFOptional.from_value(step)
     optionals = [p.get_next_as_optional() for p in self._parts]
-    spec = joined_spec([o.element_spec for o in optionals], self._counts)
-    counts = self._counts
-
-    def value() -> Nest:
-      return tf.experimental.Optional.from_value(
-          joined([o.get_value() for o in optionals], counts))
-
-    def empty() -> Nest:
-      return tf.experimental.Optional.empty(spec)
-
-    has_value = [o.has_value() for o in optionals]
-    if tf.executing_eagerly():
-      return value() if all(bool(h) for h in has_value) else empty()
-    return tf.cond(tf.reduce_all(tf.stack(has_value)), value, empty)
+    has_value = tf.stack([o.has_value() for o in optionals])
+    if self._pads:
+      step = self._padded_in_graph(optionals)
+      spec = tf.nest.map_structure(tf.type_spec_from_value, step)
+      return tf.cond(tf.reduce_any(has_value),
+                     lambda: TFOptional.from_value(step),
+                     lambda: TFOptional.empty(spec))
+    spec = shares.joined_spec([o.element_spec for o in optionals],
+                              self._counts)
+    return tf.cond(
+        tf.reduce_all(has_value),
+        lambda: TFOptional.from_value(shares.joined(self._replica_values(
+            o.get_value() for o in optionals))),
+        lambda: TFOptional.empty(spec))
 
   @property
   def element_spec(self) -> SpecNest:
-    return joined_spec([p.element_spec for p in self._parts], self._counts)
+    """The spec of a step: its batch dimension unknown where the workers'
+    shares may end apart."""
+    return shares.joined_spec([p.element_spec for p in self._parts],
+                              self._counts, self._pads)
 
   @property
   def _type_spec(self) -> "MultiWorkerIteratorSpec":
     return MultiWorkerIteratorSpec(
-        tuple(p._type_spec for p in self._parts)).with_strategy(self._strategy)  # pylint: disable=protected-access
+        tuple(p._type_spec for p in self._parts), self._pads  # pylint: disable=protected-access
+    ).with_strategy(self._strategy)
 
 
 class _MultiWorkerSpec(tf.TypeSpec):
   """Shared ``TypeSpec`` of the multi-worker dataset and iterator: one spec
-  per worker's part; the components are the parts' components."""
+  per worker's part, and whether ended shares are padded; the components
+  are the parts' components."""
 
-  __slots__ = ("_part_specs", "_strategy")
+  __slots__ = ("_part_specs", "_pads", "_strategy")
 
-  def __init__(self, part_specs: tuple[tf.TypeSpec, ...]) -> None:
+  def __init__(self, part_specs: tuple[tf.TypeSpec, ...],
+               pads: bool = False) -> None:
     self._part_specs = tuple(part_specs)
+    self._pads = bool(pads)
     self._strategy = None
 
   def with_strategy(self, strategy: Optional[StrategyLike]
@@ -303,8 +330,8 @@ class _MultiWorkerSpec(tf.TypeSpec):
     self._strategy = strategy
     return self
 
-  def _serialize(self) -> tuple[tuple[tf.TypeSpec, ...]]:
-    return (self._part_specs,)
+  def _serialize(self) -> tuple[tuple[tf.TypeSpec, ...], bool]:
+    return (self._part_specs, self._pads)
 
   @property
   def _component_specs(self) -> tuple[tf.TypeSpec, ...]:
@@ -334,7 +361,8 @@ class MultiWorkerDatasetSpec(_MultiWorkerSpec):
 
   def _from_components(self, components: Sequence[Nest]
                        ) -> MultiWorkerDataset:
-    return MultiWorkerDataset(self._parts_from(components), self._strategy)
+    return MultiWorkerDataset(self._parts_from(components), self._strategy,
+                              self._pads)
 
 
 class MultiWorkerIteratorSpec(_MultiWorkerSpec):
@@ -348,7 +376,8 @@ class MultiWorkerIteratorSpec(_MultiWorkerSpec):
 
   def _from_components(self, components: Sequence[Nest]
                        ) -> MultiWorkerIterator:
-    return MultiWorkerIterator(self._parts_from(components), self._strategy)
+    return MultiWorkerIterator(self._parts_from(components), self._strategy,
+                               pads=self._pads)
 
 
 layout_lib.forbid_enumerate_in_tf_function(MultiWorkerDataset)

@@ -132,7 +132,8 @@ def distribute_dataset(workers: InputWorkers, dataset: tf.data.Dataset,
     parts.append(dataset_lib.DistributedDataset(
         layout, local, cardinality, strategy=workers.strategy))
     first += k
-  return MultiWorkerDataset(tuple(parts), workers.strategy)
+  return MultiWorkerDataset(tuple(parts), workers.strategy,
+                            _pads(workers, dataset, cardinality))
 
 
 def _auto_sharded(workers: InputWorkers, dataset: tf.data.Dataset,
@@ -160,7 +161,23 @@ def _auto_sharded(workers: InputWorkers, dataset: tf.data.Dataset,
       pipeline = build.prefetched(pipeline, settings.buffer_size * k)
     parts.append(dataset_lib.DistributedDataset(
         layout, pipeline, build.cardinality(local), strategy=workers.strategy))
-  return MultiWorkerDataset(tuple(parts), workers.strategy)
+  # (The shares' cardinalities cannot tell endless input; the dataset's can.)
+  return MultiWorkerDataset(tuple(parts), workers.strategy,
+                            _pads(workers, dataset, build.cardinality(dataset)))
+
+
+def _pads(workers: InputWorkers, dataset: tf.data.Dataset,
+          cardinality: build.Cardinality) -> bool:
+  """Whether a worker whose share ended gives its replicas empty batches
+  until every share has ended (``input.shares``), and a worker's last
+  round that only some of its replicas get gives the others empty ones:
+  TensorFlow's rule (its ``enable_get_next_as_optional``).  Under
+  ``MultiWorkerMirroredStrategy`` (``workers.auto_shard``), for input not
+  known to be endless; else where the strategy asks for partial batches
+  and the shapes are not all static (``build.partial_rounds_wanted``)."""
+  if workers.auto_shard:
+    return cardinality != tf.data.INFINITE_CARDINALITY
+  return build.partial_rounds_wanted(workers, dataset, cardinality)
 
 
 def _pieces(first: int, count: int) -> Callable[..., Nest]:
@@ -176,7 +193,7 @@ def distribute_datasets_from_function(workers: InputWorkers,
                                       method: str) -> MultiWorkerDataset:
   """``dataset_fn`` called once per worker, on that worker's CPU, with
   ``InputContext(num_workers, worker, num_replicas)``."""
-  parts = []
+  parts, pads = [], False
   count = len(workers.per_worker)
   for index, (host, devices) in enumerate(workers.per_worker):
     local = InputWorkers(
@@ -190,9 +207,9 @@ def distribute_datasets_from_function(workers: InputWorkers,
     layout, pipeline = build.stream_pipeline(local, dataset, settings)
     with tf.device(host):  # where the dataset is
       cardinality = build.cardinality(dataset)
+    padded = _pads(workers, dataset, cardinality)
+    pads = pads or padded
     parts.append(dataset_lib.DistributedDataset(
-        layout, pipeline, cardinality,
-        partial_rounds=build.partial_rounds_wanted(local, dataset,
-                                                   cardinality),
+        layout, pipeline, cardinality, partial_rounds=padded,
         strategy=workers.strategy))
-  return MultiWorkerDataset(tuple(parts), workers.strategy)
+  return MultiWorkerDataset(tuple(parts), workers.strategy, pads)

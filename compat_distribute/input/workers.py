@@ -49,8 +49,10 @@ class InputWorkers:
     auto_shard: with ``per_worker``, each worker reads its share of a
       dataset of global batches as TensorFlow's
       ``MultiWorkerMirroredStrategy`` gives it (by the dataset's
-      auto-shard policy, ``input.auto_shard``); False: each worker keeps
-      its replicas' pieces of every global batch, as one machine cuts it.
+      auto-shard policy, ``input.auto_shard``), and, as there, a worker
+      whose share ended gives empty batches until every share has ended
+      (``input.shares``); False: each worker keeps its replicas' pieces of
+      every global batch, as one machine cuts it.
   """
   devices: tuple[DeviceName, ...]
   host: DeviceName
