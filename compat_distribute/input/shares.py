@@ -141,4 +141,3 @@ def value_or_empty(part: iterator_lib.DistributedIterator,
     return tf.cond(optional.has_value(),
                    lambda: replica_values(optional.get_value(), count),
                    lambda: empty_values(part, optional.element_spec))
-
