@@ -11,11 +11,11 @@ tests/input/test_input_auto_shard.py and docs/cluster.md), and a Keras 2
 ``fit`` under DATA, FILE and OFF must end at the same per-epoch losses and
 weights (``rtol=1e-5``).  Where the workers' shares hold different numbers
 of steps (FILE over three files; a ``dataset_fn`` sharding three batches;
-FILE over four files on three workers),
-both go on until every share ends, a worker whose share ended giving its
-replica empty batches: every way of reading gives the same values and
-shapes, and a Keras 2 ``fit`` the same steps, losses and weights.  Several TensorFlow processes per case: these run
-where ``COMPAT_DISTRIBUTE_MULTI_WORKER_ALL=1`` (``tox -e multi-worker``).
+FILE over four files on three workers), both go on until every share ends,
+a worker whose share ended giving its replica empty batches: every way of
+reading gives the same values and shapes, and a Keras 2 ``fit`` the same
+steps, losses and weights.  Several TensorFlow processes per case: these
+run where ``COMPAT_DISTRIBUTE_MULTI_WORKER_ALL=1`` (``tox -e multi-worker``).
 """
 import importlib.util
 import json
