@@ -84,6 +84,8 @@ SERVED_JOBS = ("worker", "ps")
 # How long the client waits at exit for the servers to take the message
 # (all at once, in parallel).
 SAY_DONE_TIMEOUT = 10.0
+# Between tries to tell a task whose channel is not up again yet.
+TELL_AGAIN_PAUSE = 0.5
 # How long connecting waits for the tasks to reach one another when no
 # wait for the tasks was given (``reachability``).
 REACHABLE_WAIT = 60.0
@@ -369,6 +371,20 @@ def do_not_tell(task: tuple[str, int]) -> None:
   _not_ours.add(task)
 
 
+def _tell_until(deadline: float, job: str, index: int, address: str) -> None:
+  """``folders.tell_done``, again after each ``UnavailableError`` until
+  ``deadline``: a channel the watchdog shut while the task was lost comes
+  back only after gRPC's reconnection pause, and a new op fails until then."""
+  while True:
+    try:
+      folders.tell_done(job, index, address)
+      return
+    except tf.errors.UnavailableError:
+      if time.monotonic() + TELL_AGAIN_PAUSE >= deadline:
+        raise
+      time.sleep(TELL_AGAIN_PAUSE)
+
+
 def tell_servers_done(timeout: float = SAY_DONE_TIMEOUT) -> list[str]:
   """Tells each worker and ps task's ``serve`` that the job is done, so it
   ends; returns the tasks told.  All tasks at once, in parallel, at most
@@ -392,11 +408,7 @@ def tell_servers_done(timeout: float = SAY_DONE_TIMEOUT) -> list[str]:
                              timeout=max(0.1, deadline - time.monotonic())):
       return
     try:
-      address = client.spec.task_address(job, index)
-      try:
-        folders.tell_done(job, index, address)
-      except tf.errors.UnavailableError:  # a channel shut while it was
-        folders.tell_done(job, index, address)  # lost: a new op connects
+      _tell_until(deadline, job, index, client.spec.task_address(job, index))
       told.append(f"/job:{job}/task:{index}")
     except (tf.errors.OpError, RuntimeError) as e:
       logs.logger().warning("could not tell /job:%s/task:%d the job is "

@@ -269,3 +269,25 @@ def test_serve_connects_to_its_chief_at_most_once_a_second(monkeypatch,
   assert len(connections) <= took + 1, (len(connections), took)
   gaps = [b - a for a, b in zip(connections, connections[1:])]
   assert gaps and min(gaps) >= serve.CHECK_SECONDS * 0.9, gaps
+
+
+def test_telling_a_task_done_tries_again_while_its_channel_is_down(
+    monkeypatch):
+  # A channel the watchdog shut while the task was lost fails new ops with
+  # UnavailableError until gRPC reconnects: the message is sent again until
+  # the deadline, then the last error is raised (and logged by the caller).
+  calls = []
+
+  def tell_done(job, index, address):
+    calls.append((job, index, address))
+    if len(calls) < 3:
+      raise tf.errors.UnavailableError(None, None, "channel down")
+
+  monkeypatch.setattr(remote.folders, "tell_done", tell_done)
+  monkeypatch.setattr(remote, "TELL_AGAIN_PAUSE", 0.01)
+  remote._tell_until(time.monotonic() + 5, "worker", 1, "127.0.0.1:1")  # pylint: disable=protected-access
+  assert calls == [("worker", 1, "127.0.0.1:1")] * 3
+  calls.clear()
+  with pytest.raises(tf.errors.UnavailableError):
+    remote._tell_until(time.monotonic() + 0.005, "worker", 1, "127.0.0.1:1")  # pylint: disable=protected-access
+  assert len(calls) == 1

@@ -235,7 +235,8 @@ def test_a_program_that_catches_the_error_retries_in_the_same_process(
     assert f"trained {STEPS} steps" in result.stdout
     assert "TaskLostError" not in result.stderr
     for task, ended in servers.items():
-      assert ended.returncode == 0, (task, ended.stdout[-1000:])
+      assert ended.returncode == 0, (task, ended.stdout[-1000:],
+                                     result.stderr[-3000:])
       assert "the chief says its job is done" in ended.stdout
   else:
     # (Whether the watchdog's next look, once a second, sees the new process
