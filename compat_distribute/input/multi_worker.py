@@ -204,8 +204,7 @@ class MultiWorkerIterator(iterator_lib.IterationProtocol,
         raise tf.errors.OutOfRangeError(None, None, "End of sequence")
       return step
     if not self._pads:
-      return shares.joined(self._replica_values(p.get_next()
-                                                for p in self._parts))
+      return self._joined([p.get_next() for p in self._parts])
     optionals = [p.get_next_as_optional() for p in self._parts]
     more = tf.reduce_any(tf.stack([o.has_value() for o in optionals]))
     # Every share ended: reading one more element raises OutOfRangeError.
@@ -213,12 +212,6 @@ class MultiWorkerIterator(iterator_lib.IterationProtocol,
                     self._parts[0]._end_of_input)  # pylint: disable=protected-access
     with tf.control_dependencies([go_on]):
       return self._padded_in_graph(optionals)
-
-  def _replica_values(self, values) -> list[Nest]:
-    per_replica = []
-    for value, count in zip(values, self._counts):
-      per_replica += shares.replica_values(value, count)
-    return per_replica
 
   def _padded_in_graph(self, optionals: list[TFOptional]) -> Nest:
     per_replica = []
@@ -246,7 +239,7 @@ class MultiWorkerIterator(iterator_lib.IterationProtocol,
         # their shapes); waiting here names the worker whose read failed.
         if value is not None:
           _reading(part, lambda v=value: _shapes(v))
-      return self._joined_eagerly(values)
+      return self._joined(values)
     if self._ended and (not self._pads or
                         len(self._ended) == len(self._parts)):
       return None
@@ -265,10 +258,11 @@ class MultiWorkerIterator(iterator_lib.IterationProtocol,
         return None
     if len(self._ended) == len(self._parts):
       return None
-    return self._joined_eagerly(values)
+    return self._joined(values)
 
-  def _joined_eagerly(self, values: list[Optional[Nest]]) -> Nest:
-    """The step from each worker's value; None: its share ended."""
+  def _joined(self, values: list[Optional[Nest]]) -> Nest:
+    """The step from each worker's value; None (eagerly): its share
+    ended, its replicas get empty batches."""
     per_replica = []
     for part, value, count in zip(self._parts, values, self._counts):
       per_replica += (shares.empty_values(part) if value is None else
@@ -294,8 +288,8 @@ class MultiWorkerIterator(iterator_lib.IterationProtocol,
                               self._counts)
     return tf.cond(
         tf.reduce_all(has_value),
-        lambda: TFOptional.from_value(shares.joined(self._replica_values(
-            o.get_value() for o in optionals))),
+        lambda: TFOptional.from_value(self._joined(
+            [o.get_value() for o in optionals])),
         lambda: TFOptional.empty(spec))
 
   @property
